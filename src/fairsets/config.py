@@ -1,0 +1,237 @@
+"""Recipe schema (TOML, validated by pydantic) and loading.
+
+A recipe names a source, the per-sample steps with their parameters, the group attributes that
+define a cell, the quota per cell, the variants to publish, the split, the seed and the executor.
+Unknown keys are rejected with the key named; step parameters are validated by each step's own
+``Params`` model when the recipe is resolved (:func:`resolve_steps`).
+
+Example::
+
+    name = "example"
+    seed = 7
+    groups = ["state", "gender"]
+    quota = 4
+    variants = ["imbalanced", "balanced", "augmented"]
+
+    [source]
+    type = "local"
+    path = "candidates.csv"
+
+    [[steps]]
+    name = "decode"
+    max_pixels = 40_000_000
+
+    [[steps]]
+    name = "detect_face"
+    detector = "res10"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "RecipeError",
+    "Recipe",
+    "SourceConfig",
+    "StepConfig",
+    "SplitConfig",
+    "ExecutorConfig",
+    "DedupConfig",
+    "PublishConfig",
+    "load_recipe",
+    "parse_recipe",
+    "resolve_steps",
+    "config_hash",
+]
+
+VARIANTS = ("imbalanced", "balanced", "augmented")
+
+
+class RecipeError(ValueError):
+    """A recipe is malformed; the message names the offending key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourceConfig(BaseModel):
+    """Where candidates come from. ``type`` picks a registered source; other keys are its params."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str = "local"
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class StepConfig(BaseModel):
+    """One per-sample step: ``name`` picks a registered step; other keys are its parameters."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class SplitConfig(_Strict):
+    """Identity-disjoint split fractions within every cell."""
+
+    train: float = 0.5
+    test: float = 0.5
+
+    @model_validator(mode="after")
+    def _sum_to_one(self) -> SplitConfig:
+        if abs(self.train + self.test - 1.0) > 1e-9 or min(self.train, self.test) < 0:
+            raise ValueError("split.train + split.test must be 1 and both non-negative")
+        return self
+
+
+class ExecutorConfig(_Strict):
+    type: Literal["local", "ray"] = "local"
+    workers: int = Field(default=1, ge=0, description="processes (local) or CPUs (ray); 0 = inline")
+    task_size: int = Field(default=32, ge=1, description="candidates per per-sample task")
+    shard_size: int = Field(default=1000, ge=1, description="samples per WebDataset shard")
+    ray_address: str | None = None
+
+
+class DedupConfig(_Strict):
+    enabled: bool = True
+    hamming: int = Field(default=6, ge=0, le=64, description="near-duplicate pHash Hamming threshold")
+
+
+class PublishConfig(_Strict):
+    pretty_name: str | None = None
+    description: str = ""
+    jpeg_quality: int = Field(default=95, ge=50, le=100)
+    task_categories: list[str] = ["image-classification", "zero-shot-image-classification"]
+    notes: str = ""
+
+
+class Recipe(_Strict):
+    """A dataset recipe."""
+
+    name: str
+    seed: int = 0
+    groups: list[str] = Field(min_length=1)
+    quota: int = Field(ge=1)
+    variants: list[Literal["imbalanced", "balanced", "augmented"]] = ["imbalanced", "balanced", "augmented"]
+    cells: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="expected values per group attribute; empty cells among them are reported",
+    )
+    identity_column: str = "identity"
+    source: SourceConfig
+    steps: list[StepConfig] = Field(min_length=1)
+    dedup: DedupConfig = DedupConfig()
+    split: SplitConfig = SplitConfig()
+    executor: ExecutorConfig = ExecutorConfig()
+    publish: PublishConfig = PublishConfig()
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not v or any(c in v for c in "/\\ ."):
+            raise ValueError("name must be non-empty without spaces, dots or slashes")
+        return v
+
+    @model_validator(mode="after")
+    def _cells_match_groups(self) -> Recipe:
+        unknown = sorted(set(self.cells) - set(self.groups))
+        if unknown:
+            raise ValueError(f"cells names attributes that are not in groups: {', '.join(unknown)}")
+        if len(set(self.variants)) != len(self.variants):
+            raise ValueError("variants lists a variant twice")
+        return self
+
+    def to_public_dict(self) -> dict[str, Any]:
+        """The recipe as published in the manifest (JSON-friendly, no local paths beyond the recipe's)."""
+        return self.model_dump(mode="json", exclude={"base_dir"})
+
+
+def _format_errors(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(recipe)"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unknown key {loc!r}")
+        elif err["type"] == "missing":
+            parts.append(f"missing key {loc!r}")
+        else:
+            parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def parse_recipe(data: dict[str, Any], base_dir: Path | str = ".") -> Recipe:
+    """Validate a recipe mapping; raise :class:`RecipeError` naming any bad key."""
+    try:
+        recipe = Recipe(**data)
+    except ValidationError as exc:
+        raise RecipeError(_format_errors(exc)) from None
+    recipe.base_dir = Path(base_dir)
+    return recipe
+
+
+def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:
+    """Load and validate a TOML recipe. ``overrides`` (dotted keys) apply CLI flags on top."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"recipe not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise RecipeError(f"{path}: not valid TOML: {exc}") from None
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        node = data
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    recipe = parse_recipe(data, base_dir=path.resolve().parent)
+    resolve_steps(recipe)  # validate step names and parameters now, not mid-build
+    return recipe
+
+
+def resolve_steps(recipe: Recipe) -> list[Any]:
+    """Instantiate the recipe's steps (importing the step modules so they register)."""
+    from .pipeline.step import build_step
+    from .registry import STEPS
+
+    _import_components()
+    steps = []
+    for i, cfg in enumerate(recipe.steps):
+        if cfg.name not in STEPS:
+            raise RecipeError(f"steps[{i}]: unknown step {cfg.name!r} (known: {', '.join(STEPS.names())})")
+        try:
+            steps.append(build_step(cfg.name, cfg.params()))
+        except ValueError as exc:
+            raise RecipeError(f"steps[{i}]: {exc}") from None
+    return steps
+
+
+def _import_components() -> None:
+    """Import the modules whose import registers steps and sources."""
+    from . import sources as _sources  # noqa: F401
+    from . import vision as _vision  # noqa: F401
+
+
+def config_hash(obj: Any) -> str:
+    """Stable short hash of a JSON-able object (used for content-addressed task ids)."""
+    blob = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]

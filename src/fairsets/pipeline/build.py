@@ -1,0 +1,315 @@
+"""A build: recipe + candidates → the published layout (DESIGN.md, "Outputs of a build").
+
+Stages:
+
+1. **scan** (driver): the source lists candidates; they are sorted by key and cut into tasks.
+2. **samples** (executor): per-sample steps per task; pool + rejects + marker per task.
+3. **dedup + select** (driver): exact/near duplicates across all sources, then the balanced plan
+   (quota per cell, augmentation, identity-disjoint split) for every variant.
+4. **materialize** (executor): one task per shard.
+5. **publish** (driver): metadata Parquet, rejects, card, Croissant, attribution, manifest.
+
+Work state lives in ``OUT/.fairsets/`` (never published). Task ids are content-addressed (they
+hash the task's inputs and configuration), so a re-run skips what is done, and a changed recipe
+re-runs exactly the tasks it affects.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import json
+import logging
+import shutil
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import __version__
+from ..config import Recipe, config_hash, resolve_steps
+from ..data import Status
+from ..sources import build_source
+from .executors import get_executor
+from .progress import Progress
+from .tasks import read_marker, run_materialize_task, run_sample_task, sample_marker
+
+__all__ = ["build", "BuildResult", "BuildError", "WORKDIR"]
+
+log = logging.getLogger(__name__)
+
+WORKDIR = ".fairsets"
+SPLITS = ("train", "test")
+# Columns of the pool that stay internal (not published as sample metadata).
+_INTERNAL = {"image", "status", "step", "reason", "phash", "annotations", "path"}
+
+
+class BuildError(RuntimeError):
+    """The build cannot go on (bad input, a failed task, a locked output folder)."""
+
+
+@dataclass
+class BuildResult:
+    out: Path
+    summary: dict[str, Any]
+    manifest: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def _lock(workdir: Path) -> Iterator[None]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    with open(workdir / "lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BuildError(f"another build is running in {workdir.parent}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def build(
+    recipe: Recipe,
+    out: str | Path,
+    *,
+    executor: str | None = None,
+    workers: int | None = None,
+    ray_address: str | None = None,
+    retry_failed: bool = False,
+    progress: Progress | None = None,
+) -> BuildResult:
+    """Run a recipe into ``out``; see the module docstring for the stages."""
+    out = Path(out)
+    workdir = out / WORKDIR
+    progress = progress or Progress(enabled=False)
+    ex_cfg = recipe.executor
+    kind = executor or ex_cfg.type
+    n_workers = ex_cfg.workers if workers is None else workers
+
+    steps = resolve_steps(recipe)
+    with _lock(workdir):
+        source = build_source(recipe.source.type, recipe.source.params(), recipe.base_dir, recipe.groups)
+        candidates = sorted(source.scan(), key=lambda r: r["key"])
+        if not candidates:
+            raise BuildError("the source listed no candidates")
+        step_cfg = [{"name": s.name, "params": s.params.model_dump(mode="json")} for s in steps]
+        src_cfg = {
+            "type": recipe.source.type,
+            "params": recipe.source.params(),
+            "base_dir": str(recipe.base_dir),
+            "groups": list(recipe.groups),
+        }
+        specs = []
+        for i in range(0, len(candidates), ex_cfg.task_size):
+            chunk = candidates[i : i + ex_cfg.task_size]
+            tid = config_hash({"rows": chunk, "steps": step_cfg, "v": 1})
+            specs.append(
+                {
+                    "task_id": f"t{tid}",
+                    "workdir": str(workdir),
+                    "rows": chunk,
+                    "source": src_cfg,
+                    "steps": step_cfg,
+                    "seed": recipe.seed,
+                    "retry_failed": retry_failed,
+                    "jpeg_quality": recipe.publish.jpeg_quality,
+                }
+            )
+        todo = [s for s in specs if _needs_run(workdir, s, retry_failed)]
+        log.info("%d candidates in %d tasks (%d to run)", len(candidates), len(specs), len(todo))
+
+        with get_executor(kind, workers=n_workers, ray_address=ray_address or ex_cfg.ray_address) as ex:
+            with progress.stage("per-sample steps", len(todo)) as advance:
+                ex.map(run_sample_task, todo, on_done=lambda spec, res: advance(1))
+            markers = [read_marker(sample_marker(workdir, s["task_id"])) for s in specs]
+            pool, rejects, step_stats = _collect(workdir, markers)
+
+            pool, dup_rejects, dup_counts = _dedup(recipe, pool)
+            pool, cell_rejects = _filter_cells(recipe, pool)
+            rejects.extend(dup_rejects + cell_rejects)
+
+            from ..select.balance import select
+
+            plan = select(
+                pool,
+                groups=list(recipe.groups),
+                quota=recipe.quota,
+                variants=list(recipe.variants),
+                seed=recipe.seed,
+                cells=_expected_cells(recipe, pool),
+                identity_column=recipe.identity_column,
+                fractions={"train": recipe.split.train, "test": recipe.split.test},
+            )
+            m_specs = _materialize_specs(recipe, plan, pool, workdir, out)
+            m_todo = [s for s in m_specs if _needs_materialize(workdir, out, s)]
+            with progress.stage("write shards", len(m_todo)) as advance:
+                ex.map(run_materialize_task, m_todo, on_done=lambda spec, res: advance(1))
+
+        m_markers = [read_marker(workdir / "markers" / "materialize" / f"{s['task_id']}.json") for s in m_specs]
+        from .publish_step import publish_layout
+
+        return publish_layout(
+            recipe=recipe,
+            out=out,
+            workdir=workdir,
+            candidates=len(candidates),
+            steps=steps,
+            step_stats=step_stats,
+            pool=pool,
+            rejects=rejects,
+            dup_counts=dup_counts,
+            plan=plan,
+            m_specs=m_specs,
+            m_markers=m_markers,
+        )
+
+
+def _needs_run(workdir: Path, spec: dict[str, Any], retry_failed: bool) -> bool:
+    marker = read_marker(sample_marker(workdir, spec["task_id"]))
+    if marker is None:
+        return True
+    return bool(retry_failed and marker["stats"]["failed"])
+
+
+def _needs_materialize(workdir: Path, out: Path, spec: dict[str, Any]) -> bool:
+    marker = read_marker(workdir / "markers" / "materialize" / f"{spec['task_id']}.json")
+    shard = out / spec["shard"]
+    return marker is None or not shard.is_file() or shard.stat().st_size != marker["bytes"]
+
+
+def _collect(workdir: Path, markers: list[dict[str, Any] | None]) -> tuple[list[dict], list[dict], dict]:
+    """Read every task's pool metadata (without image bytes) and rejects; sum the step stats."""
+    pool_tables, reject_rows = [], []
+    stats: dict[str, dict[str, int]] = {"rejected": Counter(), "failed": Counter()}  # type: ignore[dict-item]
+    for m in markers:
+        if m is None:  # the executor raised before this point if a task failed
+            raise BuildError("a per-sample task finished without its marker")
+        schema = pq.read_schema(workdir / m["pool"])
+        cols = [c for c in schema.names if c != "image"]
+        t = pq.read_table(workdir / m["pool"], columns=cols)
+        pool_tables.append(t.append_column("pool", pa.array([m["pool"]] * t.num_rows, pa.string())))
+        reject_rows.extend(pq.read_table(workdir / m["rejects"]).to_pylist())
+        for kind in ("rejected", "failed"):
+            stats[kind].update(m["stats"][kind])
+    pool_rows: list[dict[str, Any]] = []
+    for t in pool_tables:
+        pool_rows.extend(t.to_pylist())
+    pool_rows.sort(key=lambda r: r["key"])
+    return pool_rows, reject_rows, {k: dict(v) for k, v in stats.items()}
+
+
+def _dedup(recipe: Recipe, pool: list[dict]) -> tuple[list[dict], list[dict], dict[str, int]]:
+    if not recipe.dedup.enabled or not pool:
+        return pool, [], {"exact": 0, "near": 0}
+    from ..vision.dedup import find_duplicates
+
+    dups = find_duplicates(pool, hamming=recipe.dedup.hamming)
+    by_key = {d["key"]: d for d in dups}
+    kept, rejected = [], []
+    for row in pool:
+        d = by_key.get(row["key"])
+        if d is None:
+            kept.append(row)
+            continue
+        why = f"{d['kind']} duplicate of {d['kept_key']}"
+        if d["kind"] == "near":
+            why += f" (hamming {d['distance']})"
+        rejected.append({**row, "status": Status.REJECTED.value, "step": "dedup", "reason": why})
+    counts = Counter(d["kind"] for d in dups)
+    return kept, rejected, {"exact": counts.get("exact", 0), "near": counts.get("near", 0)}
+
+
+def _expected_cells(recipe: Recipe, pool: list[dict]) -> list[dict[str, str]]:
+    """Every combination of the recipe's ``cells`` values (observed values where not given)."""
+    values = []
+    for g in recipe.groups:
+        vals = recipe.cells.get(g) or sorted({str(r[g]) for r in pool})
+        values.append(vals)
+    return [dict(zip(recipe.groups, combo, strict=True)) for combo in itertools.product(*values)]
+
+
+def _filter_cells(recipe: Recipe, pool: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Reject samples whose group value is outside the recipe's ``cells`` (recorded, not dropped)."""
+    if not recipe.cells:
+        return pool, []
+    kept, rejected = [], []
+    for row in pool:
+        bad = [f"{g}={row[g]!r}" for g, vals in recipe.cells.items() if str(row[g]) not in vals]
+        if bad:
+            rejected.append(
+                {**row, "status": Status.REJECTED.value, "step": "select", "reason": f"not a recipe cell: {', '.join(bad)}"}
+            )
+        else:
+            kept.append(row)
+    return kept, rejected
+
+
+def _public_meta(row: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in row.items() if k not in _INTERNAL and k not in ("pool", "key")}
+    meta["source_sha256"] = meta.pop("pixel_sha256", None)
+    ann = json.loads(row.get("annotations") or "{}")
+    for k in ("face_box", "face_confidence"):
+        if k in ann:
+            meta[k] = ann[k]
+    return meta
+
+
+def _materialize_specs(recipe: Recipe, plan: Any, pool: list[dict], workdir: Path, out: Path) -> list[dict]:
+    by_key = {r["key"]: r for r in pool}
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for item in plan.items:
+        groups.setdefault((item.variant, item.split), []).append(item)
+    specs = []
+    size = recipe.executor.shard_size
+    for (variant, split), items in sorted(groups.items()):
+        for n, i in enumerate(range(0, len(items), size)):
+            chunk = [
+                {
+                    "key": it.key,
+                    "source_key": it.source_key,
+                    "pool": by_key[it.source_key]["pool"],
+                    "augment": it.augment,
+                    "variant": variant,
+                    "split": split,
+                    "meta": _public_meta(by_key[it.source_key]),
+                }
+                for it in items[i : i + size]
+            ]
+            shard = f"shards/{variant}/{split}-{n:05d}.tar"
+            tid = config_hash({"shard": shard, "items": chunk, "q": recipe.publish.jpeg_quality, "v": 1})
+            specs.append(
+                {
+                    "task_id": f"m{tid}",
+                    "workdir": str(workdir),
+                    "out_dir": str(out),
+                    "shard": shard,
+                    "items": chunk,
+                    "jpeg_quality": recipe.publish.jpeg_quality,
+                }
+            )
+    return specs
+
+
+def remove_stale(out: Path, keep: set[str]) -> list[str]:
+    """Delete shard/metadata files from earlier runs that this build no longer publishes."""
+    removed = []
+    for sub in ("shards", "metadata"):
+        root = out / sub
+        if not root.is_dir():
+            continue
+        for p in sorted(root.rglob("*")):
+            rel = p.relative_to(out).as_posix()
+            if p.is_file() and rel not in keep:
+                p.unlink()
+                removed.append(rel)
+        for d in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
+            if not any(d.iterdir()):
+                shutil.rmtree(d)
+    return removed

@@ -1,0 +1,184 @@
+"""Executors run tasks: ``local`` (a process pool, the default) and ``ray``.
+
+Both call the same top-level task functions with the same JSON-friendly specs, and tasks are
+deterministic functions of their specs, so both executors produce byte-identical outputs.
+A task that raises is a bug: the executor finishes the other tasks, then raises
+:class:`TaskFailed` naming the failed tasks (completed ones are kept, a re-run resumes).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any
+
+from ..registry import EXECUTORS
+from .step import MissingDependency
+
+__all__ = ["Executor", "LocalExecutor", "RayExecutor", "TaskFailed", "get_executor"]
+
+log = logging.getLogger(__name__)
+
+TaskFn = Callable[[dict[str, Any]], dict[str, Any]]
+OnDone = Callable[[dict[str, Any], dict[str, Any]], None]
+
+
+class TaskFailed(RuntimeError):
+    """One or more tasks raised; the message lists them with their errors."""
+
+
+def _worker_init() -> None:
+    """Keep one thread per worker process so ``workers`` means cores."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        import cv2
+
+        cv2.setNumThreads(1)
+    except ImportError:
+        pass
+
+
+def _call(fn: TaskFn, spec: dict[str, Any]) -> dict[str, Any]:
+    _worker_init()
+    return fn(spec)
+
+
+class Executor:
+    """Runs ``fn(spec)`` for every spec; calls ``on_done(spec, result)`` as each finishes."""
+
+    name = "executor"
+
+    def map(self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release resources (pools, clusters)."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def _raise_failures(failures: list[tuple[str, str]]) -> None:
+        if failures:
+            head = "; ".join(f"{tid}: {err}" for tid, err in failures[:3])
+            more = f" (+{len(failures) - 3} more)" if len(failures) > 3 else ""
+            raise TaskFailed(f"{len(failures)} task(s) failed: {head}{more}")
+
+
+@EXECUTORS.register("local")
+class LocalExecutor(Executor):
+    """A process pool (spawned workers). ``workers=0`` runs tasks inline in this process."""
+
+    name = "local"
+
+    def __init__(self, workers: int = 1, **_: Any) -> None:
+        self.workers = max(0, int(workers))
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _get_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=_worker_init)
+        return self._pool
+
+    def map(self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None) -> list[dict[str, Any]]:
+        results: list[dict[str, Any] | None] = [None] * len(specs)
+        failures: list[tuple[str, str]] = []
+        if not specs:
+            return []
+        if self.workers == 0:
+            for i, spec in enumerate(specs):
+                try:
+                    results[i] = fn(spec)
+                except Exception as exc:  # a bug in a step: record, finish the rest, then raise
+                    log.error("task %s failed:\n%s", spec.get("task_id"), traceback.format_exc())
+                    failures.append((spec.get("task_id", str(i)), f"{type(exc).__name__}: {exc}"))
+                    continue
+                if on_done:
+                    on_done(spec, results[i])  # type: ignore[arg-type]
+        else:
+            pool = self._get_pool()
+            pending = {pool.submit(fn, spec): i for i, spec in enumerate(specs)}
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    i = pending.pop(fut)
+                    exc = fut.exception()
+                    if exc is not None:
+                        log.error("task %s failed: %s", specs[i].get("task_id"), exc)
+                        failures.append((specs[i].get("task_id", str(i)), f"{type(exc).__name__}: {exc}"))
+                        continue
+                    results[i] = fut.result()
+                    if on_done:
+                        on_done(specs[i], results[i])  # type: ignore[arg-type]
+        self._raise_failures(failures)
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+@EXECUTORS.register("ray")
+class RayExecutor(Executor):
+    """Ray tasks. Starts a local cluster unless ``ray_address`` names an existing one."""
+
+    name = "ray"
+
+    def __init__(self, workers: int = 1, ray_address: str | None = None, **_: Any) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise MissingDependency("the ray executor needs Ray: pip install 'fairsets[ray]'") from None
+        self._ray = ray
+        self._started = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
+            if ray_address:
+                kwargs["address"] = ray_address
+            else:
+                kwargs.update(num_cpus=max(1, int(workers)), include_dashboard=False)
+            ray.init(**kwargs)
+            self._started = True
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(_call)
+
+    def map(self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None) -> list[dict[str, Any]]:
+        ray = self._ray
+        results: list[dict[str, Any] | None] = [None] * len(specs)
+        failures: list[tuple[str, str]] = []
+        refs = {self._remote.remote(fn, spec): i for i, spec in enumerate(specs)}
+        while refs:
+            done, _ = ray.wait(list(refs), num_returns=1)
+            for ref in done:
+                i = refs.pop(ref)
+                try:
+                    results[i] = ray.get(ref)
+                except Exception as exc:  # the task raised: record, finish the rest, then raise
+                    cause = getattr(exc, "cause", None) or exc
+                    failures.append((specs[i].get("task_id", str(i)), f"{type(cause).__name__}: {cause}"))
+                    continue
+                if on_done:
+                    on_done(specs[i], results[i])  # type: ignore[arg-type]
+        self._raise_failures(failures)
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        if self._started and self._ray.is_initialized():
+            self._ray.shutdown()
+            self._started = False
+
+
+def get_executor(kind: str, workers: int = 1, ray_address: str | None = None) -> Executor:
+    try:
+        cls = EXECUTORS.get(kind)
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0])) from None
+    return cls(workers=workers, ray_address=ray_address)

@@ -1,0 +1,121 @@
+"""Atomic file writes and file hashing for the published layout.
+
+Every file of a build is written to a temporary file in the *same directory* as its target, flushed
+and fsynced, then moved into place with :func:`os.replace` (atomic on POSIX). A killed build
+therefore never leaves a truncated shard or table under its final name; at worst it leaves a hidden
+temporary file (``.{name}.tmp-*``), which :func:`is_temp_name` recognises and
+:func:`fairsets.publish.manifest.verify_layout` reports.
+
+Temporary names start with a dot and end with a random suffix, so they never match the globs
+consumers use (``shards/balanced/train-*.tar``).
+
+API:
+    * ``atomic_write_bytes(path, data) -> Path``
+    * ``atomic_write_text(path, text, encoding="utf-8") -> Path`` (newlines written as ``\\n``)
+    * ``atomic_path(path)`` — context manager yielding a temporary ``Path`` to write; renamed onto
+      ``path`` when the block exits normally, removed when it raises.
+    * ``sha256_file(path) -> str`` (hex digest)
+    * ``is_temp_name(name) -> bool``
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_path", "sha256_file", "is_temp_name"]
+
+_TMP_MARK = ".tmp-"
+_CHUNK = 1 << 20
+
+
+def _temp_for(path: Path) -> Path:
+    return path.with_name(f".{path.name}{_TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def is_temp_name(name: str) -> bool:
+    """Return True if ``name`` (a file name, not a path) looks like a leftover temporary file."""
+    return name.startswith(".") and _TMP_MARK in name
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; move it onto ``path`` if the block succeeds.
+
+    The caller writes the complete file at the yielded path (by any means: ``open``, a library
+    writer taking a path, ...). On normal exit the file is fsynced, renamed onto ``path`` with
+    :func:`os.replace` and the directory is fsynced. If the block raises, the temporary file is
+    removed and the exception propagates; an existing file at ``path`` is left untouched.
+
+    Parent directories are created if needed.
+
+    Args:
+        path: final destination.
+
+    Yields:
+        The temporary path to write.
+
+    Raises:
+        FileNotFoundError: if the block exits normally without creating the temporary file.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_for(target)
+    try:
+        yield tmp
+        if not tmp.exists():
+            raise FileNotFoundError(f"atomic write of {target}: nothing was written to {tmp}")
+        _fsync_file(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    _fsync_dir(target.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Atomically write ``data`` to ``path`` and return the final path."""
+    target = Path(path)
+    with atomic_path(target) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+    return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> Path:
+    """Atomically write ``text`` to ``path`` (no newline translation) and return the final path."""
+    return atomic_write_bytes(path, text.encode(encoding))
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Return the hex SHA-256 digest of the file at ``path``, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,267 @@
+"""``croissant.json``: Croissant 1.0 JSON-LD metadata of a published layout.
+
+The document has the standard Croissant 1.0 ``@context`` (the one ``mlcroissant`` writes), a
+``cr:FileObject`` per shard (``application/x-tar``) and per metadata table
+(``application/x-parquet``), each with its relative ``contentUrl``, ``contentSize`` and
+``sha256`` computed from the files on disk, and a ``cr:RecordSet`` per variant and split
+(``@id`` ``"{variant}_{split}"``) whose fields map the columns of
+``metadata/{variant}/{split}.parquet`` (types read from the Parquet schema; nested columns are
+left out). Each record set also has an ``{variant}_{split}_images`` companion built from a
+``cr:FileSet`` of the ``*.jpg`` members of that split's shards (``image`` as
+``sc:ImageObject`` plus the sample ``key`` taken from the member name), so a Croissant reader can
+join images to metadata by ``key``.
+
+Deterministic: no dates are written (``datePublished`` only if the summary gives one), keys are
+sorted on write, distributions and record sets follow the sorted variant/split order.
+
+API:
+    * ``build_croissant(out_dir, summary) -> dict`` — uses ``summary["name"]``,
+      ``["description"]``, ``["variants"][variant][split]["shards" | "metadata"]`` (relative
+      paths), ``["license"]`` (SPDX ids), optional ``["url"]``, ``["version"]``,
+      ``["cite_as"]`` (default: a BibTeX ``@misc`` from name/pretty_name), ``["date_published"]``, ``["keywords"]``, ``["groups"]`` and
+      ``["rai"]`` (``{"dataCollection", "dataBiases", "dataLimitations",
+      "personalSensitiveInformation"}`` strings).
+    * ``write_croissant(out_dir, summary, path=None) -> dict`` — writes ``croissant.json``
+      atomically (sorted keys, indent 2, trailing newline); returns ``{"path","sha256","bytes"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from fairsets.publish.atomic import atomic_write_text, sha256_file
+from fairsets.publish.attribution import license_info
+
+__all__ = ["CONTEXT", "CONFORMS_TO", "build_croissant", "write_croissant"]
+
+CONFORMS_TO = "http://mlcommons.org/croissant/1.0"
+#: Croissant 1.0 JSON-LD context (as in the spec and ``mlcroissant``'s ``make_context()``).
+CONTEXT: dict[str, Any] = {
+    "@language": "en",
+    "@vocab": "https://schema.org/",
+    "citeAs": "cr:citeAs",
+    "column": "cr:column",
+    "conformsTo": "dct:conformsTo",
+    "cr": "http://mlcommons.org/croissant/",
+    "rai": "http://mlcommons.org/croissant/RAI/",
+    "data": {"@id": "cr:data", "@type": "@json"},
+    "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
+    "dct": "http://purl.org/dc/terms/",
+    "equivalentProperty": "cr:equivalentProperty",
+    "examples": {"@id": "cr:examples", "@type": "@json"},
+    "extract": "cr:extract",
+    "field": "cr:field",
+    "fileProperty": "cr:fileProperty",
+    "fileObject": "cr:fileObject",
+    "fileSet": "cr:fileSet",
+    "format": "cr:format",
+    "includes": "cr:includes",
+    "isLiveDataset": "cr:isLiveDataset",
+    "jsonPath": "cr:jsonPath",
+    "key": "cr:key",
+    "md5": "cr:md5",
+    "parentField": "cr:parentField",
+    "path": "cr:path",
+    "recordSet": "cr:recordSet",
+    "references": "cr:references",
+    "regex": "cr:regex",
+    "repeated": "cr:repeated",
+    "replace": "cr:replace",
+    "samplingRate": "cr:samplingRate",
+    "sc": "https://schema.org/",
+    "separator": "cr:separator",
+    "source": "cr:source",
+    "subField": "cr:subField",
+    "transform": "cr:transform",
+}
+
+_RAI_KEYS = ("dataCollection", "dataBiases", "dataLimitations", "personalSensitiveInformation")
+
+
+def _data_type(arrow_type: Any) -> str | None:
+    import pyarrow as pa
+
+    t = arrow_type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t):
+        return "sc:Text"
+    if pa.types.is_boolean(t):
+        return "sc:Boolean"
+    if pa.types.is_integer(t):
+        return "sc:Integer"
+    if pa.types.is_floating(t):
+        return "sc:Float"
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return "sc:Date"
+    return None  # nested/binary columns are not described
+
+
+def _file_object(root: Path, rel: str, fmt: str) -> dict[str, Any]:
+    p = root / rel
+    return {
+        "@type": "cr:FileObject",
+        "@id": rel,
+        "name": rel,
+        "contentUrl": rel,
+        "contentSize": f"{p.stat().st_size} B",
+        "encodingFormat": fmt,
+        "sha256": sha256_file(p),
+    }
+
+
+def _record_set(root: Path, rs_id: str, table_rel: str, description: str) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(root / table_rel)
+    fields = []
+    for f in schema:
+        dtype = _data_type(f.type)
+        if dtype is None:
+            continue
+        fields.append(
+            {
+                "@type": "cr:Field",
+                "@id": f"{rs_id}/{f.name}",
+                "name": f.name,
+                "dataType": dtype,
+                "source": {"fileObject": {"@id": table_rel}, "extract": {"column": f.name}},
+            }
+        )
+    rs: dict[str, Any] = {
+        "@type": "cr:RecordSet",
+        "@id": rs_id,
+        "name": rs_id,
+        "description": description,
+        "field": fields,
+    }
+    if "key" in schema.names:
+        rs["key"] = {"@id": f"{rs_id}/key"}
+    return rs
+
+
+def _image_record_set(rs_id: str, fileset_id: str, description: str) -> dict[str, Any]:
+    return {
+        "@type": "cr:RecordSet",
+        "@id": rs_id,
+        "name": rs_id,
+        "description": description,
+        "key": {"@id": f"{rs_id}/key"},
+        "field": [
+            {
+                "@type": "cr:Field",
+                "@id": f"{rs_id}/key",
+                "name": "key",
+                "dataType": "sc:Text",
+                "source": {
+                    "fileSet": {"@id": fileset_id},
+                    "extract": {"fileProperty": "filename"},
+                    "transform": {"regex": "^(.*)\\.jpg$"},
+                },
+            },
+            {
+                "@type": "cr:Field",
+                "@id": f"{rs_id}/image",
+                "name": "image",
+                "dataType": "sc:ImageObject",
+                "source": {"fileSet": {"@id": fileset_id}, "extract": {"fileProperty": "content"}},
+            },
+        ],
+    }
+
+
+def build_croissant(out_dir: str | os.PathLike[str], summary: dict[str, Any]) -> dict[str, Any]:
+    """Build the Croissant 1.0 JSON-LD document for the layout under ``out_dir``.
+
+    Every path listed in ``summary["variants"]`` must exist under ``out_dir`` (checksums are
+    computed from the files).
+
+    Raises:
+        FileNotFoundError: if a listed shard or table is missing.
+        ValueError: if ``summary`` has no variants.
+    """
+    root = Path(out_dir)
+    variants: dict[str, dict[str, dict[str, Any]]] = summary.get("variants") or {}
+    if not variants:
+        raise ValueError("summary has no variants")
+    distribution: list[dict[str, Any]] = []
+    record_sets: list[dict[str, Any]] = []
+    for variant in sorted(variants):
+        for split in sorted(variants[variant]):
+            info = variants[variant][split]
+            shards = sorted(info.get("shards") or [])
+            for rel in shards:
+                distribution.append(_file_object(root, rel, "application/x-tar"))
+            table = info.get("metadata")
+            rs_id = f"{variant}_{split}"
+            n = info.get("num_samples")
+            count = f" ({n} samples)" if n is not None else ""
+            if table:
+                distribution.append(_file_object(root, table, "application/x-parquet"))
+                record_sets.append(
+                    _record_set(root, rs_id, table, f"Metadata of the {variant} variant, {split} split{count}.")
+                )
+            if shards:
+                fileset_id = f"shards/{variant}/{split}-jpg"
+                distribution.append(
+                    {
+                        "@type": "cr:FileSet",
+                        "@id": fileset_id,
+                        "name": fileset_id,
+                        "description": f"JPEG images in the {variant}/{split} WebDataset shards.",
+                        "containedIn": [{"@id": rel} for rel in shards],
+                        "encodingFormat": "image/jpeg",
+                        "includes": "*.jpg",
+                    }
+                )
+                record_sets.append(
+                    _image_record_set(
+                        f"{rs_id}_images",
+                        fileset_id,
+                        f"Images of the {variant} variant, {split} split{count}; join on key with {rs_id}.",
+                    )
+                )
+
+    licenses = []
+    for spdx in sorted(summary.get("license") or []):
+        info = license_info(spdx)
+        licenses.append(info["url"] if info else spdx)
+
+    doc: dict[str, Any] = {
+        "@context": CONTEXT,
+        "@type": "sc:Dataset",
+        "name": summary["name"],
+        "description": summary.get("description") or summary["name"],
+        "conformsTo": CONFORMS_TO,
+        "version": str(summary.get("version") or "1.0.0"),
+        "keywords": sorted(set(summary.get("keywords") or ["faces", "fairness", "webdataset"])),
+        "distribution": distribution,
+        "recordSet": record_sets,
+    }
+    if licenses:
+        doc["license"] = licenses if len(licenses) > 1 else licenses[0]
+    doc["citeAs"] = summary.get("cite_as") or (
+        f"@misc{{{summary['name']}, title = {{{summary.get('pretty_name') or summary['name']}}}, "
+        "note = {Built with fairsets}}"
+    )
+    for key, field in (("url", "url"), ("date_published", "datePublished")):
+        if summary.get(key):
+            doc[field] = summary[key]
+    rai = summary.get("rai") or {}
+    for key in _RAI_KEYS:
+        if rai.get(key):
+            doc[f"rai:{key}"] = rai[key]
+    return doc
+
+
+def write_croissant(
+    out_dir: str | os.PathLike[str], summary: dict[str, Any], path: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """Build and atomically write ``croissant.json`` (default ``out_dir/croissant.json``)."""
+    doc = build_croissant(out_dir, summary)
+    text = json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    target = atomic_write_text(Path(path) if path is not None else Path(out_dir) / "croissant.json", text)
+    return {"path": str(target), "sha256": sha256_file(target), "bytes": target.stat().st_size}

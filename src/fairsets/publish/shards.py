@@ -1,0 +1,167 @@
+"""WebDataset shards: deterministic tar files written with :class:`webdataset.TarWriter`.
+
+A shard holds, per sample, ``{key}.jpg`` (the published JPEG bytes, unchanged) and ``{key}.json``
+(its metadata, ``json.dumps(sort_keys=True, ensure_ascii=False, separators=(",", ":"))``, UTF-8).
+Samples appear in the order given; within a sample TarWriter writes members in sorted extension
+order (``jpg`` before ``json``).
+
+Determinism: TarWriter is given a fixed ``mtime`` (:data:`SHARD_MTIME`), fixed ``uname``/``gname``
+(``fairsets``), fixed mode ``0o644``; uid/gid stay 0 (tarfile's default) and the format is USTAR,
+so identical records give byte-identical shards. A shard is written to a temporary file and
+renamed into place (:func:`fairsets.publish.atomic.atomic_path`).
+
+API:
+    * ``shard_name(variant, split, index) -> str`` — ``"shards/{variant}/{split}-{index:05d}.tar"``
+    * ``write_shard(path, records, *, mtime=SHARD_MTIME) -> dict`` with
+      ``{"path": str, "sha256": str, "bytes": int, "count": int}``; ``records`` yields
+      ``(key, jpeg_bytes, metadata_dict)``.
+    * ``write_shards(out_dir, variant, split, records, *, max_count=10000, max_bytes=1e9)
+      -> list[dict]`` — splits ``records`` over consecutive shards ``shard_name(...)`` under
+      ``out_dir``; each result's ``"path"`` is relative to ``out_dir`` (POSIX separators).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from fairsets.data import validate_key
+from fairsets.publish.atomic import atomic_path, sha256_file
+
+__all__ = ["SHARD_MTIME", "shard_name", "encode_json", "write_shard", "write_shards"]
+
+#: Fixed member mtime: 2000-01-01T00:00:00Z (0 would make GNU tar warn "implausibly old time stamp").
+SHARD_MTIME = 946_684_800
+_OWNER = "fairsets"
+_MODE = 0o644
+_SPLIT_RE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+Record = tuple[str, bytes, dict[str, Any]]
+
+
+def _check_part(kind: str, value: str) -> str:
+    if not value or not set(value) <= _SPLIT_RE_CHARS:
+        raise ValueError(f"illegal {kind} name {value!r}: use lowercase letters, digits and '_'")
+    return value
+
+
+def shard_name(variant: str, split: str, index: int) -> str:
+    """Return the relative path of shard ``index`` of ``variant``/``split``.
+
+    >>> shard_name("balanced", "train", 3)
+    'shards/balanced/train-00003.tar'
+    """
+    if index < 0 or index > 99_999:
+        raise ValueError(f"shard index {index} out of range 0..99999")
+    return f"shards/{_check_part('variant', variant)}/{_check_part('split', split)}-{index:05d}.tar"
+
+
+def encode_json(meta: dict[str, Any]) -> bytes:
+    """Encode per-sample metadata deterministically (sorted keys, compact, UTF-8)."""
+    return json.dumps(meta, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def write_shard(
+    path: str | os.PathLike[str], records: Iterable[Record], *, mtime: int = SHARD_MTIME
+) -> dict[str, Any]:
+    """Write one WebDataset shard atomically with :class:`webdataset.TarWriter`.
+
+    Args:
+        path: destination ``.tar`` path (parents are created).
+        records: ``(key, jpeg_bytes, metadata)`` triples; keys must pass
+            :func:`fairsets.data.validate_key` and be unique within the shard.
+        mtime: member modification time (keep the default for reproducible shards).
+
+    Returns:
+        ``{"path": str(path), "sha256": hex digest, "bytes": file size, "count": samples}``.
+
+    Raises:
+        ValueError: on an illegal or duplicate key, non-bytes image data, or metadata that is not
+            JSON-serialisable. Nothing is left at ``path`` (nor a temporary file) on error.
+    """
+    import webdataset as wds  # heavy-ish import kept lazy
+
+    target = Path(path)
+    seen: set[str] = set()
+    count = 0
+    with atomic_path(target) as tmp:
+        with open(tmp, "wb") as f:
+            writer = wds.TarWriter(f, user=_OWNER, group=_OWNER, mode=_MODE, mtime=mtime, encoder=False)
+            try:
+                for key, jpeg, meta in records:
+                    validate_key(key)
+                    if key in seen:
+                        raise ValueError(f"duplicate sample key {key!r} in shard {target}")
+                    seen.add(key)
+                    if not isinstance(jpeg, (bytes, bytearray, memoryview)):
+                        raise ValueError(f"sample {key!r}: image must be encoded bytes, got {type(jpeg).__name__}")
+                    if not isinstance(meta, dict):
+                        raise ValueError(f"sample {key!r}: metadata must be a dict, got {type(meta).__name__}")
+                    try:
+                        meta_bytes = encode_json(meta)
+                    except (TypeError, ValueError) as e:
+                        raise ValueError(f"sample {key!r}: metadata is not JSON-serialisable: {e}") from e
+                    writer.write({"__key__": key, "jpg": bytes(jpeg), "json": meta_bytes})
+                    count += 1
+            finally:
+                writer.close()
+        digest = sha256_file(tmp)
+        size = tmp.stat().st_size
+    return {"path": str(target), "sha256": digest, "bytes": size, "count": count}
+
+
+def _chunks(records: Iterable[Record], max_count: int, max_bytes: float) -> Iterator[list[Record]]:
+    chunk: list[Record] = []
+    size = 0
+    for rec in records:
+        rec_size = len(rec[1]) + 1024  # image + json/header overhead estimate
+        if chunk and (len(chunk) >= max_count or size + rec_size > max_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(rec)
+        size += rec_size
+    if chunk:
+        yield chunk
+
+
+def write_shards(
+    out_dir: str | os.PathLike[str],
+    variant: str,
+    split: str,
+    records: Iterable[Record],
+    *,
+    max_count: int = 10_000,
+    max_bytes: float = 1e9,
+    mtime: int = SHARD_MTIME,
+) -> list[dict[str, Any]]:
+    """Write ``records`` as consecutive shards ``shards/{variant}/{split}-NNNNN.tar`` under ``out_dir``.
+
+    A shard is closed when it holds ``max_count`` samples or adding the next sample would exceed
+    about ``max_bytes``. Keys must be unique across the split (checked). An empty ``records``
+    writes no shard and returns ``[]``.
+
+    Returns:
+        One :func:`write_shard` result per shard, with ``"path"`` relative to ``out_dir``.
+    """
+    if max_count < 1:
+        raise ValueError("max_count must be >= 1")
+    root = Path(out_dir)
+    seen: set[str] = set()
+
+    def unique(chunk: list[Record]) -> Iterator[Record]:
+        for rec in chunk:
+            if rec[0] in seen:
+                raise ValueError(f"duplicate sample key {rec[0]!r} in {variant}/{split}")
+            seen.add(rec[0])
+            yield rec
+
+    results = []
+    for index, chunk in enumerate(_chunks(records, max_count, max_bytes)):
+        rel = shard_name(variant, split, index)
+        info = write_shard(root / rel, unique(chunk), mtime=mtime)
+        info["path"] = rel
+        results.append(info)
+    return results

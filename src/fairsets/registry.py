@@ -1,0 +1,59 @@
+"""Name → class registries for steps, detectors, sources and executors.
+
+Recipes refer to components by name; adding one touches its module, one import line in the
+package's ``__init__`` (so registration runs) and its test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["Registry", "STEPS", "DETECTORS", "SOURCES", "EXECUTORS", "register"]
+
+
+class Registry(Generic[T]):
+    """A named collection of factories."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def deco(obj: T) -> T:
+            if name in self._items and self._items[name] is not obj:
+                raise ValueError(f"{self.kind} {name!r} is already registered")
+            self._items[name] = obj
+            try:
+                obj.registered_name = name  # type: ignore[attr-defined]
+            except (AttributeError, TypeError):
+                pass
+            return obj
+
+        return deco
+
+    def get(self, name: str) -> T:
+        try:
+            return self._items[name]
+        except KeyError:
+            known = ", ".join(sorted(self._items)) or "none"
+            raise KeyError(f"unknown {self.kind} {name!r} (known: {known})") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+
+STEPS: Registry[Any] = Registry("step")
+DETECTORS: Registry[Any] = Registry("face detector")
+SOURCES: Registry[Any] = Registry("source")
+EXECUTORS: Registry[Any] = Registry("executor")
+
+
+def register(registry: Registry[Any], name: str) -> Callable[[Any], Any]:
+    """Shorthand: ``@register(STEPS, "decode")``."""
+    return registry.register(name)

@@ -1,0 +1,149 @@
+"""``decode``: bytes → uint8 RGB pixels, with size guards, EXIF orientation and content hashes."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from ..data import Sample
+from ..pipeline.step import Step, StepContext, StepParams
+from ..registry import STEPS
+from .hashing import phash, pixel_sha256
+
+__all__ = ["Decode", "to_rgb"]
+
+
+def _scale_to_uint8(arr: np.ndarray, mode: str) -> np.ndarray:
+    """Map a one-channel integer/float image to ``uint8`` (see :func:`to_rgb` for the rules)."""
+    if mode.startswith("I;16"):
+        return ((arr.astype(np.uint32) + 128) // 257).astype(np.uint8)
+    a = arr.astype(np.float64)
+    lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
+    if mode == "F" and lo >= 0.0 and hi <= 1.0:
+        a = a * 255.0
+    elif lo >= 0.0 and hi <= 255.0:
+        pass
+    elif mode == "I" and lo >= 0.0 and hi <= 65535.0:
+        a = a / 257.0
+    else:  # arbitrary range: stretch min..max to 0..255
+        a = (a - lo) * (255.0 / (hi - lo)) if hi > lo else np.zeros_like(a)
+    return np.clip(np.rint(a), 0, 255).astype(np.uint8)
+
+
+def _composite_on_white(rgba: np.ndarray) -> np.ndarray:
+    rgb = rgba[..., :3].astype(np.uint16)
+    alpha = rgba[..., 3:4].astype(np.uint16)
+    out = (rgb * alpha + 255 * (255 - alpha) + 127) // 255
+    return out.astype(np.uint8)
+
+
+def to_rgb(im: Any) -> np.ndarray:
+    """Convert a loaded PIL image of any common mode to a contiguous ``uint8`` RGB array.
+
+    Rules: ``RGB`` as is; ``L``/``1``/``CMYK``/``YCbCr``/``LAB``/``HSV``/``RGBX``/``P`` without
+    transparency through PIL's ``convert("RGB")``; modes with alpha (``RGBA``, ``LA``, ``PA``,
+    ``RGBa``, ``La``, ``P`` with transparency) are composited on white; 16-bit (``I;16*``) is
+    scaled by 1/257; ``I`` and ``F`` are used as is when already in 0..255, ``F`` in 0..1 is
+    scaled by 255, ``I`` in 0..65535 by 1/257, anything else is stretched min..max to 0..255.
+    """
+    mode = im.mode
+    if mode == "RGB":
+        arr = np.asarray(im)
+    elif mode in ("I", "F") or mode.startswith("I;16"):
+        gray = _scale_to_uint8(np.asarray(im), mode)
+        arr = np.repeat(gray[..., None], 3, axis=2)
+    elif mode in ("RGBA", "LA", "PA", "RGBa", "La") or (mode == "P" and "transparency" in im.info):
+        arr = _composite_on_white(np.asarray(im if mode == "RGBA" else im.convert("RGBA")))
+    else:
+        arr = np.asarray(im.convert("RGB"))
+    if arr.ndim != 3 or arr.shape[2] != 3 or arr.dtype != np.uint8:  # pragma: no cover - defensive
+        raise ValueError(f"unexpected pixel array {arr.shape} {arr.dtype} from mode {mode}")
+    if not (arr.flags.c_contiguous and arr.flags.writeable):
+        arr = np.array(arr, order="C")
+    return arr
+
+
+class DecodeParams(StepParams):
+    """Parameters of :class:`Decode`."""
+
+    max_bytes: int = Field(20_000_000, gt=0, description="reject encoded files larger than this")
+    max_pixels: int = Field(40_000_000, gt=0, description="reject images with more pixels (header check)")
+    min_side: int = Field(64, ge=1, description="reject images whose shorter side is smaller")
+    hashes: bool = Field(True, description="compute pixel_sha256 and phash annotations")
+    drop_bytes: bool = Field(True, description="set sample.data to None once decoded")
+
+
+@STEPS.register("decode")
+class Decode(Step):
+    """Decode ``sample.data`` into ``sample.image`` (uint8 RGB, EXIF orientation applied).
+
+    The byte cap is checked first, then the header is read lazily and ``width × height`` is
+    checked against ``max_pixels`` *before* any pixel is decoded, so decompression bombs are
+    rejected without allocating them. PIL's own bomb guard is turned into a rejection too
+    (its warning is raised as an error here).
+
+    Annotations: ``width``, ``height`` (after orientation), ``format``, ``mode`` (the file's
+    original mode) and, with ``hashes``, ``pixel_sha256`` and ``phash``.
+    """
+
+    Params = DecodeParams
+    requires: ClassVar[tuple[tuple[str, str], ...]] = (("cv2", "vision"), ("PIL", "vision"))
+    params: DecodeParams
+
+    def __init__(self, params: StepParams | dict[str, Any] | None = None) -> None:
+        super().__init__(params)
+        from PIL import Image
+
+        # PIL raises DecompressionBombError above 2 × MAX_IMAGE_PIXELS while opening; make sure
+        # that guard never rejects an image our own (stricter, explicit) limit allows.
+        if Image.MAX_IMAGE_PIXELS is not None and Image.MAX_IMAGE_PIXELS < self.params.max_pixels:
+            Image.MAX_IMAGE_PIXELS = self.params.max_pixels
+
+    def process(self, sample: Sample, ctx: StepContext) -> Sample:
+        from PIL import Image, ImageOps, UnidentifiedImageError
+
+        p = self.params
+        data = sample.data
+        if data is None:
+            return sample.reject(self.name, "no image bytes")
+        if len(data) > p.max_bytes:
+            return sample.reject(self.name, f"too many bytes: {len(data)} > {p.max_bytes}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            try:
+                im = Image.open(io.BytesIO(data))
+            except UnidentifiedImageError:
+                return sample.reject(self.name, "not an image")
+            except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+                return sample.reject(self.name, f"image too large: {exc}")
+            except (OSError, SyntaxError, ValueError, EOFError) as exc:
+                return sample.reject(self.name, f"truncated or corrupt image: {exc}")
+            fmt, mode = im.format or "", im.mode
+            w, h = im.size
+            if w * h > p.max_pixels:
+                return sample.reject(self.name, f"image too large: {w}x{h} px > {p.max_pixels}")
+            if min(w, h) < p.min_side:
+                return sample.reject(self.name, f"image too small: {w}x{h} px, side < {p.min_side}")
+            try:
+                im.load()
+                ImageOps.exif_transpose(im, in_place=True)
+                rgb = to_rgb(im)
+            except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+                return sample.reject(self.name, f"image too large: {exc}")
+            except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError) as exc:
+                return sample.reject(self.name, f"truncated or corrupt image: {exc}")
+            finally:
+                im.close()
+        ann = sample.annotations
+        ann.update(width=int(rgb.shape[1]), height=int(rgb.shape[0]), format=fmt, mode=mode)
+        if p.hashes:
+            ann["pixel_sha256"] = pixel_sha256(rgb)
+            ann["phash"] = phash(rgb)
+        sample.image = rgb
+        if p.drop_bytes:
+            sample.data = None
+        return sample
