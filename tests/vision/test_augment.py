@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -42,8 +43,6 @@ def test_deterministic_across_processes(image: np.ndarray) -> None:
         "print(hashlib.sha256(out.tobytes()).hexdigest())"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    import hashlib
-
     assert res.stdout.strip() == hashlib.sha256(out.tobytes()).hexdigest()
 
 

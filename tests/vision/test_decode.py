@@ -1,0 +1,186 @@
+"""Tests of the ``decode`` step: guards, rejections, mode conversion, EXIF orientation, hashes."""
+
+from __future__ import annotations
+
+import io
+import struct
+import tracemalloc
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from fairsets.data import Sample, Status
+from fairsets.pipeline.step import build_step
+
+
+def _decode(data: bytes, ctx, **params) -> Sample:
+    return build_step("decode", params).process(Sample(key="k", data=data), ctx)
+
+
+def _png_header_only(width: int, height: int) -> bytes:
+    """A tiny, valid-looking PNG that declares ``width × height`` RGB pixels (a decompression bomb)."""
+
+    def chunk(kind: bytes, payload: bytes) -> bytes:
+        return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    idat = zlib.compress(b"\x00" * 1024)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def test_ok_jpeg(astronaut_jpeg, ctx):
+    s = _decode(astronaut_jpeg, ctx)
+    assert s.status is Status.OK
+    assert s.image.shape == (512, 512, 3) and s.image.dtype == np.uint8 and s.image.flags.c_contiguous
+    assert s.data is None
+    a = s.annotations
+    assert (a["width"], a["height"], a["format"], a["mode"]) == (512, 512, "JPEG", "RGB")
+    assert len(a["pixel_sha256"]) == 64 and len(a["phash"]) == 16
+    assert s.meta == {}
+
+
+def test_keep_bytes_option(astronaut_jpeg, ctx):
+    s = _decode(astronaut_jpeg, ctx, drop_bytes=False, hashes=False)
+    assert s.data == astronaut_jpeg and "phash" not in s.annotations
+
+
+def test_too_many_bytes(ctx):
+    s = _decode(b"\xff" * 20_000_001, ctx)
+    assert s.status is Status.REJECTED and s.step == "decode"
+    assert s.reason == "too many bytes: 20000001 > 20000000"
+
+
+def test_decompression_bomb_rejected_without_allocating(ctx):
+    bomb = _png_header_only(30000, 30000)  # 2.7 GB of RGB if decoded
+    assert len(bomb) < 200
+    step = build_step("decode", {})
+    tracemalloc.start()
+    try:
+        s = step.process(Sample(key="k", data=bomb), ctx)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert s.reason == "image too large: 30000x30000 px > 40000000"
+    assert peak < 20_000_000
+
+
+def test_pil_bomb_guard_becomes_rejection(ctx):
+    s = _decode(_png_header_only(100000, 100000), ctx)  # beyond PIL's own 2 × MAX_IMAGE_PIXELS
+    assert s.status is Status.REJECTED and s.reason.startswith("image too large")
+
+
+def test_small_pixel_cap(astronaut_jpeg, ctx):
+    s = _decode(astronaut_jpeg, ctx, max_pixels=100_000)
+    assert s.reason == "image too large: 512x512 px > 100000"
+
+
+def test_truncated_jpeg(astronaut_jpeg, ctx):
+    s = _decode(astronaut_jpeg[: len(astronaut_jpeg) // 2], ctx)
+    assert s.status is Status.REJECTED and s.reason.startswith("truncated or corrupt image: ")
+    assert s.image is None and s.data is None
+
+
+def test_not_an_image(ctx):
+    s = _decode(b"<html><body>404 not found</body></html>" * 10, ctx)
+    assert s.reason == "not an image"
+
+
+def test_too_small(encode, ctx):
+    s = _decode(encode(np.zeros((40, 100, 3), np.uint8), "PNG"), ctx)
+    assert s.reason == "image too small: 100x40 px, side < 64"
+
+
+def test_exif_orientation_applied(ctx):
+    h, w = 60, 100
+    img = np.zeros((h, w, 3), np.uint8)
+    img[:, : w // 2] = (255, 0, 0)  # left half red
+    img[:, w // 2 :] = (0, 0, 255)  # right half blue
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90° clockwise to display
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, "JPEG", quality=95, exif=exif)
+    s = _decode(buf.getvalue(), ctx)
+    assert s.image.shape == (w, h, 3)
+    expected = np.rot90(img, k=-1)  # clockwise: the left (red) half ends on top
+    assert np.abs(s.image.astype(int) - expected).mean() < 6
+    assert s.image[5, h // 2, 0] > 200 and s.image[-5, h // 2, 2] > 200
+    assert (s.annotations["width"], s.annotations["height"]) == (h, w)
+
+
+def _save(im: Image.Image, fmt: str, **kw) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def test_cmyk_to_rgb(astronaut, ctx):
+    data = _save(Image.fromarray(astronaut).convert("CMYK"), "JPEG", quality=95)
+    s = _decode(data, ctx)
+    assert s.annotations["mode"] == "CMYK" and s.image.shape == (512, 512, 3)
+    assert np.abs(s.image.astype(int) - astronaut).mean() < 8
+
+
+def test_palette_to_rgb(astronaut, ctx):
+    im = Image.fromarray(astronaut).convert("P", palette=Image.Palette.ADAPTIVE, colors=64)
+    s = _decode(_save(im, "PNG"), ctx)
+    assert s.annotations["mode"] == "P"
+    assert np.array_equal(s.image, np.asarray(im.convert("RGB")))
+
+
+def test_palette_with_transparency_on_white(ctx):
+    im = Image.new("P", (80, 80), 0)
+    im.putpalette([10, 20, 30, 200, 100, 50] + [0] * 762)
+    im.paste(1, (0, 0, 40, 80))
+    s = _decode(_save(im, "PNG", transparency=0), ctx)
+    assert s.image[10, 10].tolist() == [200, 100, 50]
+    assert s.image[10, 70].tolist() == [255, 255, 255]
+
+
+def test_rgba_composited_on_white(ctx):
+    rgba = np.zeros((80, 80, 4), np.uint8)
+    rgba[..., 0] = 200
+    rgba[:, :40, 3] = 255  # left opaque red, right fully transparent, one column half
+    rgba[:, 40, 3] = 128
+    s = _decode(_save(Image.fromarray(rgba, "RGBA"), "PNG"), ctx)
+    assert s.annotations["mode"] == "RGBA"
+    assert s.image[0, 0].tolist() == [200, 0, 0]
+    assert s.image[0, 79].tolist() == [255, 255, 255]
+    assert s.image[0, 40].tolist() == [round((200 * 128 + 255 * 127) / 255), 127, 127]
+
+
+def test_la_to_rgb(ctx):
+    la = Image.merge("LA", (Image.new("L", (70, 70), 50), Image.new("L", (70, 70), 255)))
+    s = _decode(_save(la, "PNG"), ctx)
+    assert s.image[0, 0].tolist() == [50, 50, 50]
+
+
+def test_16bit_png_scaled(ctx):
+    ramp = np.tile(np.linspace(0, 65535, 256).astype(np.uint16), (70, 1))
+    data = _save(Image.fromarray(ramp), "PNG")
+    s = _decode(data, ctx)
+    assert s.annotations["mode"].startswith("I")
+    assert s.image.dtype == np.uint8 and s.image.shape == (70, 256, 3)
+    assert s.image[0, 0].tolist() == [0, 0, 0] and s.image[0, -1].tolist() == [255, 255, 255]
+    assert np.all(np.diff(s.image[0, :, 0].astype(int)) >= 0)
+
+
+def test_float_tiff_scaled(ctx):
+    f = np.tile(np.linspace(0, 1, 100, dtype=np.float32), (70, 1))
+    s = _decode(_save(Image.fromarray(f, "F"), "TIFF"), ctx)
+    assert s.image[0, 0, 0] == 0 and s.image[0, -1, 0] == 255
+
+
+def test_bilevel_and_gray_to_rgb(ctx):
+    g = np.zeros((70, 70), np.uint8)
+    g[:, 35:] = 255
+    for mode in ("1", "L"):
+        s = _decode(_save(Image.fromarray(g).convert(mode), "PNG"), ctx)
+        assert s.annotations["mode"] == mode
+        assert s.image[0, 0].tolist() == [0, 0, 0] and s.image[0, 69].tolist() == [255, 255, 255]
+
+
+def test_unknown_param_is_an_error():
+    with pytest.raises(ValueError, match="max_byte"):
+        build_step("decode", {"max_byte": 3})
