@@ -88,6 +88,8 @@ def write_candidates(listing: Path) -> None:
          "James S. Davis, US Navy", navy, "Grace Hopper (near duplicate)"),
         ("astronaut_blurred.jpg", _jpeg(blurred), "Kerala", "female", "eileen-collins", "public-domain", "NASA",
          nasa, "Eileen Collins (blurred)"),
+        ("astronaut_nc.png", _png(astronaut[:, ::-1]), "Kerala", "female", "eileen-collins", "CC BY-NC 4.0",
+         "NASA", nasa, "Eileen Collins (a licence the policy rejects)"),
         ("cameraman.png", _png(gray), "Assam", "male", "cameraman", "public-domain", "scikit-image", "", "Cameraman"),
         ("coffee.png", _png(skdata.coffee()), "Kerala", "male", "coffee", "CC0-1.0", "Rachel Michetti", "",
          "Coffee (no face)"),

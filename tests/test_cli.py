@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import write_candidates, write_recipe
+from helpers import write_candidates, write_recipe
 from fairsets.cli import app
 
 runner = CliRunner()

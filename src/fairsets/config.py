@@ -229,6 +229,7 @@ def _import_components() -> None:
     """Import the modules whose import registers steps and sources."""
     from . import sources as _sources  # noqa: F401
     from . import vision as _vision  # noqa: F401
+    from .publish import license_step as _license_step  # noqa: F401
 
 
 def config_hash(obj: Any) -> str:

@@ -36,6 +36,7 @@ def test_balanced_cells_hold_exactly_quota(example_out: Path) -> None:
 def test_each_filter_rejects_its_example(example_out: Path) -> None:
     rej = {r["source_path"]: (r["step"], r["reason"]) for r in pq.read_table(example_out / "rejects.parquet").to_pylist()}
     assert rej["images/cameraman.png"][0] == "grayscale"
+    assert rej["images/astronaut_nc.png"][0] == "license" and "CC-BY-NC-4.0" in rej["images/astronaut_nc.png"][1]
     assert rej["images/astronaut_blurred.jpg"][0] == "blur"
     assert rej["images/coffee.png"][0] in ("detect_face", "skin")
     assert rej["images/bomb.png"][0] == "decode"
@@ -44,7 +45,7 @@ def test_each_filter_rejects_its_example(example_out: Path) -> None:
     assert rej["images/astronaut_resaved.png"] [0] == "dedup" and "exact" in rej["images/astronaut_resaved.png"][1]
     assert rej["images/grace_hopper_small.jpg"][0] == "dedup" and "near" in rej["images/grace_hopper_small.jpg"][1]
     manifest = json.loads((example_out / "manifest.json").read_text())
-    assert manifest["counts"]["candidates"] == 12
+    assert manifest["counts"]["candidates"] == 13
     assert manifest["counts"]["accepted"] == 2
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import tree_digest, write_candidates, write_recipe
+from helpers import tree_digest, write_candidates, write_recipe
 from fairsets.config import load_recipe
 from fairsets.pipeline.build import build
 

@@ -78,7 +78,9 @@ def build_layout(out: Path) -> dict[str, Any]:
     images = {r["key"]: jpeg(r.pop("_seed")) for r in real}
     # the augmented variant: every real image plus one augmented copy of a CC BY-SA image
     src = real[0]
-    aug = dict(src, key=f"{src['key']}_aug0", augmented_from=src["key"], augmentation={"flip": True, "seed": 7})
+    aug = dict(
+        src, key=f"{src['key']}_aug0", augmented_from=src["key"], augmentation={"flip": True, "seed": 7}
+    )
     aug["license"] = aug["author"] = aug["source_url"] = None  # inherited in ATTRIBUTION.md
     images[aug["key"]] = jpeg(999)
     variants = {"balanced": [r for r in real if not r["key"].endswith("_1")], "augmented": [*real, aug]}
@@ -94,7 +96,12 @@ def build_layout(out: Path) -> dict[str, Any]:
         "default_variant": "balanced",
         "steps": [
             {"name": "decode", "params": {}, "rejected": 0, "failed": 1},
-            {"name": "detect", "params": {"min_confidence": 0.5, "model": "yunet"}, "rejected": 3, "failed": 0},
+            {
+                "name": "detect",
+                "params": {"min_confidence": 0.5, "model": "yunet"},
+                "rejected": 3,
+                "failed": 0,
+            },
         ],
         "candidates": 20,
         "accepted": 12,
@@ -109,7 +116,9 @@ def build_layout(out: Path) -> dict[str, Any]:
     all_rows = []
     for variant, vrows in variants.items():
         for split in ["train", "test"]:
-            rows = [dict(r, variant=variant, sha256=_sha(images[r["key"]])) for r in vrows if r["split"] == split]
+            rows = [
+                dict(r, variant=variant, sha256=_sha(images[r["key"]])) for r in vrows if r["split"] == split
+            ]
             rows.sort(key=lambda r: r["key"])
             records = [(r["key"], images[r["key"]], {k: v for k, v in r.items()}) for r in rows]
             shards = write_shards(out, variant, split, records, max_count=2)
@@ -125,7 +134,11 @@ def build_layout(out: Path) -> dict[str, Any]:
             cell = {"state": state, "gender": gender}
             counts = {}
             for variant in variants:
-                vr = [r for r in all_rows if r["variant"] == variant and r["state"] == state and r["gender"] == gender]
+                vr = [
+                    r
+                    for r in all_rows
+                    if r["variant"] == variant and r["state"] == state and r["gender"] == gender
+                ]
                 counts[variant] = {
                     "train": sum(r["split"] == "train" for r in vr),
                     "test": sum(r["split"] == "test" for r in vr),

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from fairsets.publish.atomic import atomic_path, atomic_write_bytes, atomic_write_text, is_temp_name, sha256_file
+from fairsets.publish.atomic import (
+    atomic_path,
+    atomic_write_bytes,
+    atomic_write_text,
+    is_temp_name,
+    sha256_file,
+)
 
 
 def test_write_bytes_and_text(tmp_path: Path) -> None:
@@ -26,28 +32,25 @@ def test_sha256_file(tmp_path: Path) -> None:
 
 def test_error_midway_leaves_nothing(tmp_path: Path) -> None:
     target = tmp_path / "out.bin"
-    with pytest.raises(RuntimeError, match="boom"):
-        with atomic_path(target) as tmp:
-            with open(tmp, "wb") as f:
-                f.write(b"partial data")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), atomic_path(target) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(b"partial data")
+        raise RuntimeError("boom")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_error_keeps_previous_version(tmp_path: Path) -> None:
     target = atomic_write_text(tmp_path / "keep.txt", "old\n")
-    with pytest.raises(ValueError):
-        with atomic_path(target) as tmp:
-            tmp.write_text("new, incomplete")
-            raise ValueError("writer failed")
+    with pytest.raises(ValueError), atomic_path(target) as tmp:
+        tmp.write_text("new, incomplete")
+        raise ValueError("writer failed")
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
 def test_nothing_written_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        with atomic_path(tmp_path / "never"):
-            pass
+    with pytest.raises(FileNotFoundError), atomic_path(tmp_path / "never"):
+        pass
     assert list(tmp_path.iterdir()) == []
 
 

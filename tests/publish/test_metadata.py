@@ -9,13 +9,33 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fairsets.publish.metadata import metadata_columns, metadata_name, write_metadata, write_rejects, write_table
+from fairsets.publish.metadata import (
+    metadata_columns,
+    metadata_name,
+    write_metadata,
+    write_rejects,
+    write_table,
+)
 
 
 def _rows() -> list[dict[str, Any]]:
     return [
-        {"zz_extra": 1.5, "key": "b", "gender": "f", "split": "train", "width": 10, "height": 12, "license": "CC0-1.0"},
-        {"key": "a", "split": "train", "gender": "m", "augmentation": {"seed": 1, "flip": True}, "augmented_from": "b"},
+        {
+            "zz_extra": 1.5,
+            "key": "b",
+            "gender": "f",
+            "split": "train",
+            "width": 10,
+            "height": 12,
+            "license": "CC0-1.0",
+        },
+        {
+            "key": "a",
+            "split": "train",
+            "gender": "m",
+            "augmentation": {"seed": 1, "flip": True},
+            "augmented_from": "b",
+        },
     ]
 
 
@@ -23,8 +43,17 @@ def test_column_order_and_types(tmp_path: Path) -> None:
     info = write_metadata(tmp_path / metadata_name("balanced", "train"), _rows(), ["gender"])
     assert info["rows"] == 2 and info["path"].endswith("metadata/balanced/train.parquet")
     t = pq.read_table(info["path"])
-    assert t.column_names == ["key", "split", "gender", "license", "augmented_from", "augmentation", "width",
-                              "height", "zz_extra"]
+    assert t.column_names == [
+        "key",
+        "split",
+        "gender",
+        "license",
+        "augmented_from",
+        "augmentation",
+        "width",
+        "height",
+        "zz_extra",
+    ]
     assert t.schema.field("width").type == pa.int32()
     assert t.schema.field("augmented_from").type == pa.string()
     assert t.column("augmentation").to_pylist() == [None, '{"flip":true,"seed":1}']
@@ -73,7 +102,9 @@ def test_bad_type_raises_and_writes_nothing(tmp_path: Path) -> None:
 def test_layout_tables_readable_with_duckdb(layout: tuple[Path, dict[str, Any]]) -> None:
     duckdb = pytest.importorskip("duckdb")
     out, info = layout
-    n = duckdb.sql(f"SELECT count(*) FROM '{out}/metadata/*/*.parquet'").fetchone()[0]
+    n = duckdb.sql(f"SELECT count(*) FROM '{out}/metadata/*/*.parquet'").fetchall()[0][0]
     assert n == len(info["rows"])
-    rows = duckdb.sql(f"SELECT key, sha256 FROM '{out}/metadata/augmented/train.parquet' ORDER BY key").fetchall()
+    rows = duckdb.sql(
+        f"SELECT key, sha256 FROM '{out}/metadata/augmented/train.parquet' ORDER BY key"
+    ).fetchall()
     assert all(len(sha) == 64 for _, sha in rows)

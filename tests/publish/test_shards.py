@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from publish_fixtures import jpeg
 
-from fairsets.publish.shards import SHARD_MTIME, shard_name, write_shard, write_shards
+from fairsets.publish.shards import SHARD_MTIME, shard_json, shard_name, write_shard, write_shards
 
 
 def _records(n: int = 3) -> list[tuple[str, bytes, dict[str, Any]]]:
@@ -28,7 +28,9 @@ def test_shard_name() -> None:
 def test_write_shard_is_byte_deterministic(tmp_path: Path) -> None:
     a = write_shard(tmp_path / "a" / "train-00000.tar", _records())
     b = write_shard(tmp_path / "b" / "train-00000.tar", _records())
-    assert (tmp_path / "a" / "train-00000.tar").read_bytes() == (tmp_path / "b" / "train-00000.tar").read_bytes()
+    assert (tmp_path / "a" / "train-00000.tar").read_bytes() == (
+        tmp_path / "b" / "train-00000.tar"
+    ).read_bytes()
     assert a["sha256"] == b["sha256"] and a["count"] == 3
     assert a["bytes"] == (tmp_path / "a" / "train-00000.tar").stat().st_size
 
@@ -41,7 +43,12 @@ def test_members_and_headers(tmp_path: Path) -> None:
         assert [m.name for m in members] == [f"key_{i}.{ext}" for i in range(3) for ext in ("jpg", "json")]
         for m in members:
             assert (m.mtime, m.uid, m.gid, m.uname, m.gname, m.mode) == (
-                SHARD_MTIME, 0, 0, "fairsets", "fairsets", 0o644
+                SHARD_MTIME,
+                0,
+                0,
+                "fairsets",
+                "fairsets",
+                0o644,
             )
         assert tf.extractfile("key_1.jpg").read() == recs[1][1]
         raw = tf.extractfile("key_1.json").read()
@@ -88,7 +95,11 @@ def test_webdataset_reads_layout(layout: tuple[Path, dict[str, Any]]) -> None:
     out, info = layout
     shards = info["summary"]["variants"]["balanced"]["train"]["shards"]
     urls = [str(out / s) for s in shards]
-    ds = wds.WebDataset(urls, shardshuffle=False, empty_check=False).decode("pil").to_tuple("__key__", "jpg", "json")
+    ds = (
+        wds.WebDataset(urls, shardshuffle=False, empty_check=False)
+        .decode("pil")
+        .to_tuple("__key__", "jpg", "json")
+    )
     rows = list(ds)
     expected = sorted(r["key"] for r in info["rows"] if r["variant"] == "balanced" and r["split"] == "train")
     assert [k for k, _, _ in rows] == expected
@@ -114,5 +125,31 @@ def test_datasets_load_webdataset(layout: tuple[Path, dict[str, Any]], hf_cache:
             assert meta["split"] == split
             assert row["jpg"].size == (24, 24)
             want = expected[row["__key__"]]
-            assert meta["state"] == want["state"] and meta["license"] == want["license"]
+            assert meta["state"] == want["state"]
+            assert meta["license"] == (want["license"] or "")  # nulls are "" in the shard JSON
+            assert meta["augmented_from"] == (want["augmented_from"] or "")
     json.dumps(info["summary"])  # the summary itself stays JSON-able
+
+
+def test_shard_json_is_type_stable() -> None:
+    meta = {"a": None, "b": {"z": 1, "y": [1, 2]}, "c": [1, 2], "d": 3}
+    assert shard_json(meta) == {"a": "", "b": '{"y":[1,2],"z":1}', "c": [1, 2], "d": 3}
+    assert shard_json(meta, null=None)["a"] is None
+
+
+def test_datasets_loads_late_non_null_values(tmp_path: Path, hf_cache: Path) -> None:
+    """datasets infers the json schema from the first 5 samples: nulls there must not break later rows."""
+    import datasets
+
+    metas = [{"key": f"k{i}", "augmented_from": None, "augmentation": None} for i in range(6)]
+    metas.append({"key": "k6", "augmented_from": "k0", "augmentation": {"flip": True}})
+    write_shard(tmp_path / "train-00000.tar", [(m["key"], jpeg(i), m) for i, m in enumerate(metas)])
+    ds = datasets.load_dataset(
+        "webdataset",
+        data_files={"train": str(tmp_path / "train-*.tar")},
+        split="train",
+        cache_dir=str(hf_cache),
+    )
+    last = ds[6]["json"]
+    assert last["augmented_from"] == "k0" and last["augmentation"] == '{"flip":true}'
+    assert ds[0]["json"]["augmented_from"] == ""

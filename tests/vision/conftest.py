@@ -16,6 +16,8 @@ if importlib.util.find_spec("fairsets") is None:  # running from a checkout with
 pytest.importorskip("cv2")
 pytest.importorskip("skimage")
 
+import fairsets.vision  # noqa: F401  (registers the steps and detectors)
+
 
 def _encode(image: np.ndarray, fmt: str = "JPEG", **kwargs) -> bytes:
     """Encode an array with PIL (``fmt`` as PIL names it)."""

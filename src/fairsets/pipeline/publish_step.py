@@ -93,12 +93,9 @@ def publish_layout(
     )
     write_rejects(out / "rejects.parquet", reject_rows)
 
-    # One row per real image published in any variant, for the attribution file.
-    real = {}
-    for r in all_rows:
-        if not r.get("augmented_from"):
-            real.setdefault(r["key"], r)
-    write_attribution(out / "ATTRIBUTION.md", sorted(real.values(), key=lambda r: r["key"]))
+    # Every published image is credited; augmented ones through their source image.
+    write_attribution(out / "ATTRIBUTION.md", sorted(all_rows, key=lambda r: (r["key"], r["variant"])))
+    real = {r["key"]: r for r in all_rows if not r.get("augmented_from")}
 
     licenses = Counter(normalise_license(r.get("license")) or "unknown" for r in real.values())
     step_rows = [

@@ -27,7 +27,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_path", "sha256_file", "is_temp_name"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "is_temp_name", "sha256_file"]
 
 _TMP_MARK = ".tmp-"
 _CHUNK = 1 << 20

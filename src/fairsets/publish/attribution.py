@@ -47,13 +47,13 @@ from fairsets.publish.atomic import atomic_write_text, sha256_file
 
 __all__ = [
     "find_data_file",
-    "normalise_license",
-    "load_policy",
-    "license_info",
     "license_decision",
+    "license_info",
+    "load_policy",
+    "normalise_license",
+    "render_attribution",
     "requires_attribution",
     "strip_html",
-    "render_attribution",
     "write_attribution",
 ]
 
@@ -94,9 +94,10 @@ _WORDS = [
 ]
 _CC_RE = r"(?:cc-)?by((?:-(?:sa|nc|nd))*)-(\d)(?:\.(\d))?(?:-([a-z]{2,3}))?"
 _CC_FULL = re.compile(rf"^{_CC_RE}$")
-_CC_SEARCH = re.compile(rf"(?:^|-)cc-by((?:-(?:sa|nc|nd))*)-(\d)(?:\.(\d))?(?:-([a-z]{{2,3}}))?(?=-|$)")
+_CC_SEARCH = re.compile(r"(?:^|-)cc-by((?:-(?:sa|nc|nd))*)-(\d)(?:\.(\d))?(?:-([a-z]{2,3}))?(?=-|$)")
 _CC_URL = re.compile(
-    r"creativecommons\.org/licenses/(by(?:-(?:sa|nc|nd))*)/(\d)\.(\d)(?:/([a-z]{2,3})(?=[/?#]|$))?", re.IGNORECASE
+    r"creativecommons\.org/licenses/(by(?:-(?:sa|nc|nd))*)/(\d)\.(\d)(?:/([a-z]{2,3})(?=[/?#]|$))?",
+    re.IGNORECASE,
 )
 _CC0 = re.compile(r"(?:^|-)(?:cc-?0|cc-?zero)(?:-1(?:\.0)?)?(?:-|$)")
 _CC0_URL = re.compile(r"creativecommons\.org/publicdomain/zero/", re.IGNORECASE)
@@ -198,7 +199,9 @@ def license_info(spdx: str | None, policy: Mapping[str, Any] | None = None) -> d
     return None
 
 
-def license_decision(text: str | None, policy: Mapping[str, Any] | None = None) -> tuple[str | None, bool, str]:
+def license_decision(
+    text: str | None, policy: Mapping[str, Any] | None = None
+) -> tuple[str | None, bool, str]:
     """Normalise ``text`` and decide whether it may be published.
 
     Returns:

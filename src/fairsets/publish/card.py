@@ -27,7 +27,8 @@ The summary (produced by the build) is a dict::
       "warnings": [str, ...],
       "sources": {source_name: count}, "licenses": {spdx: count},
       "versions": {package: version}, "recipe": {...},
-      # optional: "task_categories", "tags", "contact", "citation", "biases", "limitations"
+      # optional: "task_categories", "tags", "contact", "citation", "notes" (str or list, shown
+      # under the description), "biases", "limitations" (lists of extra bullet points)
     }
 
 Everything but ``name``, ``license`` and ``variants`` is optional (missing sections say so).
@@ -82,16 +83,88 @@ TEMPLATE_NAME = "face_dataset.md.j2"
 #: Licence ids accepted by the Hub in card metadata (https://huggingface.co/docs/hub/repositories-licenses).
 #: huggingface_hub does not ship this list; keep in sync by hand.
 HF_LICENSES: frozenset[str] = frozenset(
-    """apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
-    bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear
-    c-uda cc cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0
-    cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0 cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0
-    cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0 cdla-permissive-1.0 cdla-permissive-2.0 wtfpl
-    ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 eupl-1.2 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0 lgpl
-    lgpl-2.1 lgpl-3.0 isc h-research intel-research lppl-1.3c ms-pl apple-ascl apple-amlr mpl-2.0
-    odc-by odbl openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr
-    deepfloyd-if-license fair-noncommercial-research-license llama2 llama3 llama3.1 llama3.2
-    llama3.3 llama4 gemma unknown other""".split()
+    [
+        "apache-2.0",
+        "mit",
+        "openrail",
+        "bigscience-openrail-m",
+        "creativeml-openrail-m",
+        "bigscience-bloom-rail-1.0",
+        "bigcode-openrail-m",
+        "afl-3.0",
+        "artistic-2.0",
+        "bsl-1.0",
+        "bsd",
+        "bsd-2-clause",
+        "bsd-3-clause",
+        "bsd-3-clause-clear",
+        "c-uda",
+        "cc",
+        "cc0-1.0",
+        "cc-by-2.0",
+        "cc-by-2.5",
+        "cc-by-3.0",
+        "cc-by-4.0",
+        "cc-by-sa-3.0",
+        "cc-by-sa-4.0",
+        "cc-by-nc-2.0",
+        "cc-by-nc-3.0",
+        "cc-by-nc-4.0",
+        "cc-by-nd-4.0",
+        "cc-by-nc-nd-3.0",
+        "cc-by-nc-nd-4.0",
+        "cc-by-nc-sa-2.0",
+        "cc-by-nc-sa-3.0",
+        "cc-by-nc-sa-4.0",
+        "cdla-sharing-1.0",
+        "cdla-permissive-1.0",
+        "cdla-permissive-2.0",
+        "wtfpl",
+        "ecl-2.0",
+        "epl-1.0",
+        "epl-2.0",
+        "etalab-2.0",
+        "eupl-1.1",
+        "eupl-1.2",
+        "agpl-3.0",
+        "gfdl",
+        "gpl",
+        "gpl-2.0",
+        "gpl-3.0",
+        "lgpl",
+        "lgpl-2.1",
+        "lgpl-3.0",
+        "isc",
+        "h-research",
+        "intel-research",
+        "lppl-1.3c",
+        "ms-pl",
+        "apple-ascl",
+        "apple-amlr",
+        "mpl-2.0",
+        "odc-by",
+        "odbl",
+        "openrail++",
+        "osl-3.0",
+        "postgresql",
+        "ofl-1.1",
+        "ncsa",
+        "unlicense",
+        "zlib",
+        "pddl",
+        "lgpl-lr",
+        "deepfloyd-if-license",
+        "fair-noncommercial-research-license",
+        "llama2",
+        "llama3",
+        "llama3.1",
+        "llama3.2",
+        "llama3.3",
+        "llama4",
+        "gemma",
+        "unknown",
+        "other",
+    ]
 )
 
 #: Allowed ``size_categories`` values (dataset-card metadata spec), smallest first.
@@ -111,10 +184,22 @@ SIZE_CATEGORIES: tuple[str, ...] = (
 
 #: The Hub task categories that fit image datasets (subset of the Hub's full list).
 TASK_CATEGORIES: frozenset[str] = frozenset(
-    """image-classification zero-shot-image-classification image-feature-extraction
-    image-segmentation object-detection image-to-text text-to-image image-to-image
-    visual-question-answering image-text-to-text unconditional-image-generation
-    zero-shot-object-detection depth-estimation mask-generation""".split()
+    [
+        "image-classification",
+        "zero-shot-image-classification",
+        "image-feature-extraction",
+        "image-segmentation",
+        "object-detection",
+        "image-to-text",
+        "text-to-image",
+        "image-to-image",
+        "visual-question-answering",
+        "image-text-to-text",
+        "unconditional-image-generation",
+        "zero-shot-object-detection",
+        "depth-estimation",
+        "mask-generation",
+    ]
 )
 
 DEFAULT_TASKS = ("image-classification", "zero-shot-image-classification")
@@ -122,10 +207,12 @@ DEFAULT_TAGS = ("fairness", "faces", "webdataset")
 MIXED_LICENSE_NAME = "mixed-cc-licenses"
 VARIANT_DOCS = {
     "imbalanced": "every accepted image, split by identity (no person appears in both splits).",
-    "balanced": "the same number of real images per cell (the quota), where available.",
-    "augmented": "`balanced`, with cells below the quota filled with augmented copies of real images "
-    "(`augmented_from` names the source image, `augmentation` the transform). Augmented images are "
-    "only ever in the split of their source image.",
+    "balanced": "exactly the quota per cell: a seeded choice where a cell has more real images, and "
+    "mild augmentations (flip, small rotation, hue jitter, random crop) of the cell's real images where "
+    "it has fewer (`augmented_from` names the source image, `augmentation` the transform and its "
+    "parameters). A cell with no real image is reported, never filled.",
+    "augmented": "twice the quota per cell: `balanced` plus one controlled colour augmentation (hue and "
+    "brightness) of each of its images.",
 }
 
 
@@ -179,7 +266,7 @@ def card_header(summary: Mapping[str, Any]) -> dict[str, Any]:
     n = max((_variant_total(summary, v) for v in variants), default=0)
     header["size_categories"] = [size_category(n)]
     configs = []
-    for v in [default] + sorted(set(variants) - {default}):
+    for v in [default, *sorted(set(variants) - {default})]:
         cfg: dict[str, Any] = {
             "config_name": v,
             "data_files": [
@@ -215,7 +302,7 @@ def check_card(text: str, out_dir: str | os.PathLike[str] | None = None) -> list
         again = DatasetCardData(**data).to_dict()
         if again != data:
             problems.append("DatasetCardData does not round-trip the header")
-    except Exception as e:  # noqa: BLE001 - any failure here is a card problem to report
+    except Exception as e:
         problems.append(f"DatasetCardData rejects the header: {e}")
     lic = data.get("license")
     for one in lic if isinstance(lic, list) else [lic]:
@@ -286,7 +373,7 @@ def _cell_label(cell: Mapping[str, Any], groups: list[str]) -> list[str]:
 def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
     variants: dict[str, Any] = summary["variants"]
     default = _default_variant(summary)
-    vnames = [default] + sorted(set(variants) - {default})
+    vnames = [default, *sorted(set(variants) - {default})]
     order = {"imbalanced": 0, "balanced": 1, "augmented": 2}
     table_variants = sorted(variants, key=lambda v: (order.get(v, 9), v))
     groups: list[str] = list(summary.get("groups") or [])
@@ -300,7 +387,9 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
         for split in _split_order(variants[v]):
             info = variants[v][split]
             variant_rows.append([f"`{v}`", split, info.get("num_samples", ""), len(info.get("shards") or [])])
-    variants_table = _table(["Config", "Split", "Samples", "Shards"], variant_rows, ["---", "---", "---:", "---:"])
+    variants_table = _table(
+        ["Config", "Split", "Samples", "Shards"], variant_rows, ["---", "---", "---:", "---:"]
+    )
 
     steps = summary.get("steps") or []
     steps_table = (
@@ -329,7 +418,11 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
             align.append("---:")
     cell_rows = []
     for c in cells:
-        row: list[Any] = [*_cell_label(c.get("cell", {}), groups), c.get("available", ""), c.get("identities", "")]
+        row: list[Any] = [
+            *_cell_label(c.get("cell", {}), groups),
+            c.get("available", ""),
+            c.get("identities", ""),
+        ]
         for v in table_variants:
             counts = c.get("variants", {}).get(v) or {}
             row += [counts.get("train", 0), counts.get("test", 0)]
@@ -338,9 +431,13 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
         cell_rows.append(row)
     cells_table = _table(head, cell_rows, align) if cells else ""
 
-    empty_cells = [", ".join(f"{g}={c['cell'].get(g)}" for g in groups) for c in cells if not c.get("available")]
+    empty_cells = [
+        ", ".join(f"{g}={c['cell'].get(g)}" for g in groups) for c in cells if not c.get("available")
+    ]
     cell_notes = [
-        (", ".join(f"{g}={c['cell'].get(g)}" for g in groups), note) for c in cells for note in c.get("notes") or []
+        (", ".join(f"{g}={c['cell'].get(g)}" for g in groups), note)
+        for c in cells
+        for note in c.get("notes") or []
     ]
 
     def counts_table(mapping: Mapping[str, int] | None, what: str, link: bool = False) -> str:
@@ -380,7 +477,9 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
         "warnings": list(summary.get("warnings") or []),
         "sources_table": counts_table(summary.get("sources"), "Source"),
         "licenses_table": counts_table(summary.get("licenses"), "Licence", link=True),
-        "versions_table": counts_table(summary.get("versions"), "Package").replace("| Images |", "| Version |"),
+        "versions_table": counts_table(summary.get("versions"), "Package").replace(
+            "| Images |", "| Version |"
+        ),
         "recipe_json": json.dumps(summary["recipe"], sort_keys=True, indent=2, ensure_ascii=False)
         if summary.get("recipe")
         else "",
@@ -388,6 +487,9 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
         "repo_id": repo,
         "first_split": first_split,
         "brace": brace,
+        "notes": [summary["notes"]]
+        if isinstance(summary.get("notes"), str) and summary["notes"]
+        else list(summary.get("notes") or []),
         "biases": list(summary.get("biases") or []),
         "limitations": list(summary.get("limitations") or []),
     }

@@ -18,7 +18,8 @@ API:
     * ``build_croissant(out_dir, summary) -> dict`` — uses ``summary["name"]``,
       ``["description"]``, ``["variants"][variant][split]["shards" | "metadata"]`` (relative
       paths), ``["license"]`` (SPDX ids), optional ``["url"]``, ``["version"]``,
-      ``["cite_as"]`` (default: a BibTeX ``@misc`` from name/pretty_name), ``["date_published"]``, ``["keywords"]``, ``["groups"]`` and
+      ``["cite_as"]`` (default: a BibTeX ``@misc`` from name/pretty_name),
+      ``["date_published"]``, ``["keywords"]`` and
       ``["rai"]`` (``{"dataCollection", "dataBiases", "dataLimitations",
       "personalSensitiveInformation"}`` strings).
     * ``write_croissant(out_dir, summary, path=None) -> dict`` — writes ``croissant.json``
@@ -35,7 +36,7 @@ from typing import Any
 from fairsets.publish.atomic import atomic_write_text, sha256_file
 from fairsets.publish.attribution import license_info
 
-__all__ = ["CONTEXT", "CONFORMS_TO", "build_croissant", "write_croissant"]
+__all__ = ["CONFORMS_TO", "CONTEXT", "build_croissant", "write_croissant"]
 
 CONFORMS_TO = "http://mlcommons.org/croissant/1.0"
 #: Croissant 1.0 JSON-LD context (as in the spec and ``mlcroissant``'s ``make_context()``).
@@ -202,7 +203,9 @@ def build_croissant(out_dir: str | os.PathLike[str], summary: dict[str, Any]) ->
             if table:
                 distribution.append(_file_object(root, table, "application/x-parquet"))
                 record_sets.append(
-                    _record_set(root, rs_id, table, f"Metadata of the {variant} variant, {split} split{count}.")
+                    _record_set(
+                        root, rs_id, table, f"Metadata of the {variant} variant, {split} split{count}."
+                    )
                 )
             if shards:
                 fileset_id = f"shards/{variant}/{split}-jpg"

@@ -12,7 +12,8 @@ API:
       (``importlib.metadata``), None for packages that are not installed.
     * ``file_entries(out_dir, relpaths=None) -> dict[str, dict]`` — the ``files`` map, computed
       from disk for ``relpaths`` (default: every file under ``out_dir`` except
-      ``manifest.json`` and leftover temporary files).
+      ``manifest.json``, hidden files and anything in hidden directories such as the build's
+      ``.fairsets/`` work directory).
     * ``verify_layout(out_dir, *, variants=None) -> list[str]`` — problems found (empty list:
       the layout is complete and matches its manifest).
 """
@@ -28,7 +29,14 @@ from typing import Any
 
 from fairsets.publish.atomic import atomic_write_text, is_temp_name, sha256_file
 
-__all__ = ["MANIFEST", "REQUIRED_FILES", "write_manifest", "package_versions", "file_entries", "verify_layout"]
+__all__ = [
+    "MANIFEST",
+    "REQUIRED_FILES",
+    "file_entries",
+    "package_versions",
+    "verify_layout",
+    "write_manifest",
+]
 
 MANIFEST = "manifest.json"
 #: Top-level files every published layout has (besides the manifest).
@@ -58,19 +66,26 @@ def package_versions(names: Iterable[str]) -> dict[str, str | None]:
 
 
 def _walk(root: Path) -> list[str]:
+    """Relative POSIX paths of the files under ``root``, skipping hidden directories (``.fairsets/``)."""
     rels = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             rels.append((Path(dirpath) / name).relative_to(root).as_posix())
     return sorted(rels)
 
 
-def file_entries(out_dir: str | os.PathLike[str], relpaths: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+def _hidden(rel: str) -> bool:
+    return rel.rsplit("/", 1)[-1].startswith(".")
+
+
+def file_entries(
+    out_dir: str | os.PathLike[str], relpaths: Iterable[str] | None = None
+) -> dict[str, dict[str, Any]]:
     """Compute the manifest ``files`` map ``{relpath: {"sha256", "bytes"}}`` from disk."""
     root = Path(out_dir)
     if relpaths is None:
-        relpaths = [r for r in _walk(root) if r != MANIFEST and not is_temp_name(r.rsplit("/", 1)[-1])]
+        relpaths = [r for r in _walk(root) if r != MANIFEST and not _hidden(r)]
     entries = {}
     for rel in sorted(relpaths):
         p = root / rel
@@ -83,7 +98,8 @@ def verify_layout(out_dir: str | os.PathLike[str], *, variants: Iterable[str] | 
 
     Reports: a missing or unreadable ``manifest.json`` or one without a ``files`` map; missing
     required top-level files; files listed in the manifest that are missing or whose size or
-    sha256 differ; files on disk (other than the manifest) not listed in the manifest; leftover
+    sha256 differ; files on disk (other than the manifest, hidden files and hidden directories
+    such as ``.fairsets/``) not listed in the manifest; leftover
     temporary files of interrupted writes; no shard at all; a variant (from ``variants`` if given,
     else every directory under ``shards/`` and ``metadata/``) lacking shards or metadata for a
     split that the other has.
@@ -131,7 +147,7 @@ def verify_layout(out_dir: str | os.PathLike[str], *, variants: Iterable[str] | 
             problems.append(f"{rel}: sha256 {digest} != manifest {want}")
     if files:
         for rel in on_disk:
-            if rel != MANIFEST and rel not in files and not is_temp_name(rel.rsplit("/", 1)[-1]):
+            if rel != MANIFEST and rel not in files and not _hidden(rel):
                 problems.append(f"{rel}: on disk but not listed in the manifest")
 
     shards = [r for r in on_disk if r.startswith("shards/") and r.endswith(".tar")]
@@ -146,7 +162,9 @@ def verify_layout(out_dir: str | os.PathLike[str], *, variants: Iterable[str] | 
             if len(parts) != 3:
                 problems.append(f"{r}: not of the form {parts[0]}/<variant>/<file>")
                 continue
-            split = parts[2][: -len(suffix)].rsplit("-", 1)[0] if suffix == ".tar" else parts[2][: -len(suffix)]
+            split = (
+                parts[2][: -len(suffix)].rsplit("-", 1)[0] if suffix == ".tar" else parts[2][: -len(suffix)]
+            )
             out.setdefault(parts[1], set()).add(split)
         return out
 

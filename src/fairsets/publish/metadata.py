@@ -41,14 +41,14 @@ import pyarrow.parquet as pq
 from fairsets.publish.atomic import atomic_path, sha256_file
 
 __all__ = [
+    "COLUMN_TYPES",
     "METADATA_COLUMNS",
     "REJECT_COLUMNS",
-    "COLUMN_TYPES",
-    "metadata_name",
     "metadata_columns",
-    "write_table",
+    "metadata_name",
     "write_metadata",
     "write_rejects",
+    "write_table",
 ]
 
 #: Conventional metadata columns, in order, without the group attributes (they follow ``variant``).

@@ -5,6 +5,15 @@ A shard holds, per sample, ``{key}.jpg`` (the published JPEG bytes, unchanged) a
 Samples appear in the order given; within a sample TarWriter writes members in sorted extension
 order (``jpg`` before ``json``).
 
+Type-stable JSON: ``datasets.load_dataset("webdataset", ...)`` (and the Hub viewer) infers one
+schema for ``json`` from the first 5 samples of one shard and then fails on any later sample
+whose field types differ: a field that is ``null`` in those 5 samples cannot later hold a string
+("Couldn't cast array of type string to null", datasets 5.2.0), and a nested dict whose keys vary
+(``augmentation``) cannot be cast either. So, by default (:func:`shard_json`), top-level ``None``
+values are written as ``""`` and top-level dict values as JSON strings (sorted keys) — the same
+encoding the metadata Parquet uses for dicts. Numeric fields must therefore never be null.
+The Parquet tables keep real nulls; pass ``null=None`` to keep nulls in the JSON too.
+
 Determinism: TarWriter is given a fixed ``mtime`` (:data:`SHARD_MTIME`), fixed ``uname``/``gname``
 (``fairsets``), fixed mode ``0o644``; uid/gid stay 0 (tarfile's default) and the format is USTAR,
 so identical records give byte-identical shards. A shard is written to a temporary file and
@@ -12,11 +21,12 @@ renamed into place (:func:`fairsets.publish.atomic.atomic_path`).
 
 API:
     * ``shard_name(variant, split, index) -> str`` — ``"shards/{variant}/{split}-{index:05d}.tar"``
-    * ``write_shard(path, records, *, mtime=SHARD_MTIME) -> dict`` with
+    * ``shard_json(meta, null="") -> dict`` — the type-stable form written to ``{key}.json``.
+    * ``write_shard(path, records, *, mtime=SHARD_MTIME, null="") -> dict`` with
       ``{"path": str, "sha256": str, "bytes": int, "count": int}``; ``records`` yields
       ``(key, jpeg_bytes, metadata_dict)``.
-    * ``write_shards(out_dir, variant, split, records, *, max_count=10000, max_bytes=1e9)
-      -> list[dict]`` — splits ``records`` over consecutive shards ``shard_name(...)`` under
+    * ``write_shards(out_dir, variant, split, records, *, max_count=10000, max_bytes=1e9,
+      null="") -> list[dict]`` — splits ``records`` over consecutive shards ``shard_name(...)`` under
       ``out_dir``; each result's ``"path"`` is relative to ``out_dir`` (POSIX separators).
 """
 
@@ -31,7 +41,7 @@ from typing import Any
 from fairsets.data import validate_key
 from fairsets.publish.atomic import atomic_path, sha256_file
 
-__all__ = ["SHARD_MTIME", "shard_name", "encode_json", "write_shard", "write_shards"]
+__all__ = ["SHARD_MTIME", "encode_json", "shard_json", "shard_name", "write_shard", "write_shards"]
 
 #: Fixed member mtime: 2000-01-01T00:00:00Z (0 would make GNU tar warn "implausibly old time stamp").
 SHARD_MTIME = 946_684_800
@@ -59,13 +69,37 @@ def shard_name(variant: str, split: str, index: int) -> str:
     return f"shards/{_check_part('variant', variant)}/{_check_part('split', split)}-{index:05d}.tar"
 
 
+def shard_json(meta: dict[str, Any], null: str | None = "") -> dict[str, Any]:
+    """Return the type-stable form of ``meta`` for ``{key}.json`` (see module docstring).
+
+    Top-level ``None`` values are replaced by the ``null`` argument (default ``""``; pass None to
+    keep them) and top-level dicts become compact JSON strings with sorted keys; everything else
+    is unchanged.
+    """
+    out: dict[str, Any] = {}
+    for k, v in meta.items():
+        if v is None:
+            out[k] = null
+        elif isinstance(v, dict):
+            out[k] = json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        else:
+            out[k] = v
+    return out
+
+
 def encode_json(meta: dict[str, Any]) -> bytes:
     """Encode per-sample metadata deterministically (sorted keys, compact, UTF-8)."""
-    return json.dumps(meta, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return json.dumps(
+        meta, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    ).encode()
 
 
 def write_shard(
-    path: str | os.PathLike[str], records: Iterable[Record], *, mtime: int = SHARD_MTIME
+    path: str | os.PathLike[str],
+    records: Iterable[Record],
+    *,
+    mtime: int = SHARD_MTIME,
+    null: str | None = "",
 ) -> dict[str, Any]:
     """Write one WebDataset shard atomically with :class:`webdataset.TarWriter`.
 
@@ -74,6 +108,8 @@ def write_shard(
         records: ``(key, jpeg_bytes, metadata)`` triples; keys must pass
             :func:`fairsets.data.validate_key` and be unique within the shard.
         mtime: member modification time (keep the default for reproducible shards).
+        null: what top-level ``None`` values become in the JSON (None keeps JSON nulls); see
+            :func:`shard_json`.
 
     Returns:
         ``{"path": str(path), "sha256": hex digest, "bytes": file size, "count": samples}``.
@@ -97,11 +133,15 @@ def write_shard(
                         raise ValueError(f"duplicate sample key {key!r} in shard {target}")
                     seen.add(key)
                     if not isinstance(jpeg, (bytes, bytearray, memoryview)):
-                        raise ValueError(f"sample {key!r}: image must be encoded bytes, got {type(jpeg).__name__}")
+                        raise ValueError(
+                            f"sample {key!r}: image must be encoded bytes, got {type(jpeg).__name__}"
+                        )
                     if not isinstance(meta, dict):
-                        raise ValueError(f"sample {key!r}: metadata must be a dict, got {type(meta).__name__}")
+                        raise ValueError(
+                            f"sample {key!r}: metadata must be a dict, got {type(meta).__name__}"
+                        )
                     try:
-                        meta_bytes = encode_json(meta)
+                        meta_bytes = encode_json(shard_json(meta, null))
                     except (TypeError, ValueError) as e:
                         raise ValueError(f"sample {key!r}: metadata is not JSON-serialisable: {e}") from e
                     writer.write({"__key__": key, "jpg": bytes(jpeg), "json": meta_bytes})
@@ -136,6 +176,7 @@ def write_shards(
     max_count: int = 10_000,
     max_bytes: float = 1e9,
     mtime: int = SHARD_MTIME,
+    null: str | None = "",
 ) -> list[dict[str, Any]]:
     """Write ``records`` as consecutive shards ``shards/{variant}/{split}-NNNNN.tar`` under ``out_dir``.
 
@@ -161,7 +202,7 @@ def write_shards(
     results = []
     for index, chunk in enumerate(_chunks(records, max_count, max_bytes)):
         rel = shard_name(variant, split, index)
-        info = write_shard(root / rel, unique(chunk), mtime=mtime)
+        info = write_shard(root / rel, unique(chunk), mtime=mtime, null=null)
         info["path"] = rel
         results.append(info)
     return results

@@ -36,7 +36,11 @@ def _fit(start: int, side: int, limit: int) -> tuple[int, int]:
 
 
 def crop_box(
-    box: tuple[int, int, int, int] | list[int], width: int, height: int, pad: float = 0.2, border: Border = "clamp"
+    box: tuple[int, int, int, int] | list[int],
+    width: int,
+    height: int,
+    pad: float = 0.2,
+    border: Border = "clamp",
 ) -> tuple[int, int, int, int]:
     """The crop rectangle ``(x0, y0, x1, y1)`` (end-exclusive) for a face ``box = (x, y, w, h)``.
 
@@ -71,7 +75,7 @@ def crop_pixels(image: np.ndarray, rect: tuple[int, int, int, int]) -> np.ndarra
     if (ix0, iy0, ix1, iy1) == (x0, y0, x1, y1):
         return inner
     if ix1 <= ix0 or iy1 <= iy0:
-        return np.zeros((y1 - y0, x1 - x0) + image.shape[2:], image.dtype)
+        return np.zeros((y1 - y0, x1 - x0, *image.shape[2:]), image.dtype)
     return cv2.copyMakeBorder(
         inner, iy0 - y0, y1 - iy1, ix0 - x0, x1 - ix1, cv2.BORDER_CONSTANT, value=(0, 0, 0)
     )
@@ -81,7 +85,9 @@ class CropParams(StepParams):
     """Parameters of :class:`Crop`."""
 
     size: int = Field(512, ge=8, description="output side in pixels (paper: 512)")
-    pad: float = Field(0.2, ge=0, le=2, description="padding on every side, fraction of max(w, h) (paper: 0.2)")
+    pad: float = Field(
+        0.2, ge=0, le=2, description="padding on every side, fraction of max(w, h) (paper: 0.2)"
+    )
     border: Border = Field("clamp", description="clamp (paper) | square | constant; see module docs")
     quality: int = Field(95, ge=1, le=100, description="JPEG quality of sample.out")
     antialias: bool = Field(
@@ -115,7 +121,9 @@ class Crop(Step):
             raise ValueError(f"step {self.name!r} needs sample.image: put 'decode' before it")
         box = sample.annotations.get("face_box")
         if box is None:
-            raise ValueError(f"step {self.name!r} needs the 'face_box' annotation: put 'detect_face' before it")
+            raise ValueError(
+                f"step {self.name!r} needs the 'face_box' annotation: put 'detect_face' before it"
+            )
         h, w = image.shape[:2]
         rect = crop_box(box, w, h, p.pad, p.border)
         x0, y0, x1, y1 = rect
@@ -134,5 +142,7 @@ class Crop(Step):
             raise RuntimeError("cv2.imencode failed to encode the crop as JPEG")
         sample.image = out
         sample.out = buf.tobytes()
-        sample.annotations.update(crop_box=[int(v) for v in rect], out_size=[p.size, p.size], out_bytes=len(sample.out))
+        sample.annotations.update(
+            crop_box=[int(v) for v in rect], out_size=[p.size, p.size], out_bytes=len(sample.out)
+        )
         return sample

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from typing import Any, ClassVar
 
@@ -15,6 +16,8 @@ from ..registry import STEPS
 from .hashing import phash, pixel_sha256
 
 __all__ = ["Decode", "to_rgb"]
+
+_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
 
 
 def _scale_to_uint8(arr: np.ndarray, mode: str) -> np.ndarray:
@@ -100,8 +103,14 @@ class Decode(Step):
 
         # PIL raises DecompressionBombError above 2 × MAX_IMAGE_PIXELS while opening; make sure
         # that guard never rejects an image our own (stricter, explicit) limit allows.
-        if Image.MAX_IMAGE_PIXELS is not None and Image.MAX_IMAGE_PIXELS < self.params.max_pixels:
+        if Image.MAX_IMAGE_PIXELS is not None and self.params.max_pixels > Image.MAX_IMAGE_PIXELS:
             Image.MAX_IMAGE_PIXELS = self.params.max_pixels
+
+    def _bomb_reason(self, exc: Exception) -> str:
+        """Reason for a header PIL's own guard refused (PIL checks the size inside ``Image.open``)."""
+        m = _BOMB_PIXELS.search(str(exc))
+        found = f"{m.group(1)} px" if m else "PIL decompression bomb guard"
+        return f"image too large: {found} > {self.params.max_pixels}"
 
     def process(self, sample: Sample, ctx: StepContext) -> Sample:
         from PIL import Image, ImageOps, UnidentifiedImageError
@@ -119,7 +128,7 @@ class Decode(Step):
             except UnidentifiedImageError:
                 return sample.reject(self.name, "not an image")
             except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-                return sample.reject(self.name, f"image too large: {exc}")
+                return sample.reject(self.name, self._bomb_reason(exc))
             except (OSError, SyntaxError, ValueError, EOFError) as exc:
                 return sample.reject(self.name, f"truncated or corrupt image: {exc}")
             fmt, mode = im.format or "", im.mode
@@ -133,7 +142,7 @@ class Decode(Step):
                 ImageOps.exif_transpose(im, in_place=True)
                 rgb = to_rgb(im)
             except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-                return sample.reject(self.name, f"image too large: {exc}")
+                return sample.reject(self.name, self._bomb_reason(exc))
             except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError) as exc:
                 return sample.reject(self.name, f"truncated or corrupt image: {exc}")
             finally:

@@ -28,7 +28,7 @@ from ..data import Sample
 from ..pipeline.step import MissingDependency, Step, StepContext, StepParams
 from ..registry import DETECTORS, STEPS
 
-__all__ = ["DetectFace", "FaceDetector", "Res10Detector", "BlazeFaceDetector", "get_detector", "file_sha256"]
+__all__ = ["BlazeFaceDetector", "DetectFace", "FaceDetector", "Res10Detector", "file_sha256", "get_detector"]
 
 _LOCK = threading.Lock()
 _DETECTORS: dict[tuple[str, str], FaceDetector] = {}
@@ -57,7 +57,7 @@ def _package_dir(name: str) -> Path | None:
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    return Path(list(spec.submodule_search_locations)[0])
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 class FaceDetector:
@@ -84,7 +84,9 @@ class FaceDetector:
         folder = Path(model_dir) if model_dir is not None else cls.default_dir()
         missing = [f for f in cls.files if folder is None or not (folder / f).is_file()]
         if missing:
-            where = f"in {folder}" if folder is not None else "(no model_dir given and no default folder found)"
+            where = (
+                f"in {folder}" if folder is not None else "(no model_dir given and no default folder found)"
+            )
             raise FileNotFoundError(
                 f"face detector {cls.registered_name!r} needs the model files {', '.join(cls.files)}; "
                 f"missing {', '.join(missing)} {where}. Put them in a folder and pass it as model_dir, "
@@ -129,7 +131,9 @@ class Res10Detector(FaceDetector):
     def load(self) -> None:
         import cv2
 
-        self.net = cv2.dnn.readNetFromCaffe(str(self.model_dir / self.files[0]), str(self.model_dir / self.files[1]))
+        self.net = cv2.dnn.readNetFromCaffe(
+            str(self.model_dir / self.files[0]), str(self.model_dir / self.files[1])
+        )
 
     def detect(self, image: np.ndarray, min_score: float) -> np.ndarray:
         import cv2
@@ -160,7 +164,9 @@ class BlazeFaceDetector(FaceDetector):
     @classmethod
     def resolve_dir(cls, model_dir: str | Path | None) -> Path:
         if _package_dir("mediapipe") is None:
-            raise MissingDependency(f"face detector {cls.registered_name!r} needs mediapipe: {cls.install_hint}")
+            raise MissingDependency(
+                f"face detector {cls.registered_name!r} needs mediapipe: {cls.install_hint}"
+            )
         return super().resolve_dir(model_dir)
 
     def __init__(self, model_dir: str | Path | None = None) -> None:

@@ -11,7 +11,7 @@ import hashlib
 
 import numpy as np
 
-__all__ = ["pixel_sha256", "phash", "phash_to_int", "hamming"]
+__all__ = ["hamming", "phash", "phash_to_int", "pixel_sha256"]
 
 
 def pixel_sha256(image: np.ndarray) -> str:

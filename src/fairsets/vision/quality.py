@@ -16,7 +16,7 @@ from ..data import Sample
 from ..pipeline.step import Step, StepContext, StepParams
 from ..registry import STEPS
 
-__all__ = ["Grayscale", "Blur", "Skin", "delta_color", "laplacian_variance", "skin_ratio"]
+__all__ = ["Blur", "Grayscale", "Skin", "delta_color", "laplacian_variance", "skin_ratio"]
 
 _CV2: tuple[tuple[str, str], ...] = (("cv2", "vision"),)
 
@@ -116,7 +116,9 @@ class Blur(Step):
         value = laplacian_variance(_need_image(self, sample), self.params.max_side)
         sample.annotations["laplacian_var"] = round(value, 3)
         if value < self.params.threshold:
-            return sample.reject(self.name, f"blurry: laplacian variance {value:.1f} < {self.params.threshold:g}")
+            return sample.reject(
+                self.name, f"blurry: laplacian variance {value:.1f} < {self.params.threshold:g}"
+            )
         return sample
 
 
@@ -131,7 +133,9 @@ class SkinParams(StepParams):
     def _check_bounds(self) -> SkinParams:
         for lo, hi, top in zip(self.lower, self.upper, (179, 255, 255), strict=True):
             if not 0 <= lo <= hi <= top:
-                raise ValueError(f"need 0 <= lower <= upper <= (179, 255, 255), got {self.lower}..{self.upper}")
+                raise ValueError(
+                    f"need 0 <= lower <= upper <= (179, 255, 255), got {self.lower}..{self.upper}"
+                )
         return self
 
 
@@ -151,7 +155,9 @@ class Skin(Step):
         image = _need_image(self, sample)
         box = sample.annotations.get("face_box")
         if box is None:
-            raise ValueError(f"step {self.name!r} needs the 'face_box' annotation: put 'detect_face' before it")
+            raise ValueError(
+                f"step {self.name!r} needs the 'face_box' annotation: put 'detect_face' before it"
+            )
         x, y, w, h = (int(v) for v in box)
         crop = image[max(y, 0) : y + h, max(x, 0) : x + w]
         value = skin_ratio(crop, self.params.lower, self.params.upper)

@@ -1,0 +1,40 @@
+"""The ``license`` step: normalise each candidate's licence and apply the licence policy.
+
+Runs first (before any pixel work): a candidate whose licence the policy does not allow (NC, ND,
+unknown, missing) is rejected with the reason, and an allowed one has its ``license`` metadata
+replaced by the normalised id (the original text is kept in ``license_text``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..data import Sample
+from ..pipeline.step import Step, StepContext, StepParams
+from ..registry import STEPS
+from .attribution import license_decision, load_policy
+
+__all__ = ["LicenseStep"]
+
+
+class LicenseParams(StepParams):
+    policy: str | None = None
+    """Path of a policy TOML (default: the policy that ships with fairsets, ``licenses/policy.toml``)."""
+
+
+@STEPS.register("license")
+class LicenseStep(Step):
+    Params = LicenseParams
+
+    def __init__(self, params: Any = None) -> None:
+        super().__init__(params)
+        self._policy = load_policy(self.params.policy)
+
+    def process(self, sample: Sample, ctx: StepContext) -> Sample:
+        text = sample.meta.get("license")
+        spdx, allowed, reason = license_decision(text, self._policy)
+        if not allowed:
+            return sample.reject(self.name, reason)
+        sample.meta["license_text"] = text
+        sample.meta["license"] = spdx
+        return sample

@@ -1,0 +1,129 @@
+"""Dataset card: YAML header valid for the Hub (offline checks), body sections, determinism."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from fairsets.publish.card import (
+    HF_LICENSES,
+    card_header,
+    check_card,
+    hf_license,
+    render_card,
+    size_category,
+)
+
+
+def test_card_parses_with_huggingface_hub(layout: tuple[Path, dict[str, Any]]) -> None:
+    out, _ = layout
+    text = (out / "README.md").read_text(encoding="utf-8")
+    card = DatasetCard(text)
+    data = card.data.to_dict()
+    assert DatasetCardData(**data).to_dict() == data
+    assert data["pretty_name"] == "Tiny Faces"
+    assert data["license"] == "other" and data["license_link"] == "ATTRIBUTION.md"
+    assert data["size_categories"] == ["n<1K"]
+    assert set(data["task_categories"]) == {"image-classification", "zero-shot-image-classification"}
+    assert {"fairness", "faces", "webdataset"} <= set(data["tags"])
+    configs = {c["config_name"]: c for c in data["configs"]}
+    assert configs["balanced"]["default"] is True and "default" not in configs["augmented"]
+    assert configs["augmented"]["data_files"] == [
+        {"split": "train", "path": "shards/augmented/train-*.tar"},
+        {"split": "test", "path": "shards/augmented/test-*.tar"},
+    ]
+    assert check_card(text, out) == []
+
+
+def test_card_sections(layout: tuple[Path, dict[str, Any]]) -> None:
+    out, _ = layout
+    text = (out / "README.md").read_text(encoding="utf-8")
+    for heading in [
+        "## Dataset summary",
+        "## Curation",
+        "## Sources",
+        "## Groups before and after balancing",
+        "### Cells with no real image",
+        "### Forced imbalances and warnings",
+        "## Personal and sensitive information",
+        "## Bias, risks and limitations",
+        "## Licences and attribution",
+        "## How to load",
+    ]:
+        assert heading in text
+    assert "`min_confidence=0.5`" in text
+    assert "state=thuringia, gender=female" in text  # a cell with no real image
+    assert "only 3 identities" in text
+    assert "ATTRIBUTION.md" in text
+    assert 'load_dataset(\n    "webdataset"' in text and "wds.WebDataset(" in text
+    assert "`imbalanced`" not in text  # only variants that exist are described
+
+
+def test_render_is_deterministic(layout: tuple[Path, dict[str, Any]]) -> None:
+    out, info = layout
+    summary = copy.deepcopy(info["summary"])
+    assert render_card(summary, out_dir=out) == (out / "README.md").read_text(encoding="utf-8")
+
+
+def test_single_licence_uses_hub_id(layout: tuple[Path, dict[str, Any]]) -> None:
+    _, info = layout
+    summary = dict(info["summary"], license=["CC-BY-SA-4.0"])
+    assert card_header(summary)["license"] == "cc-by-sa-4.0"
+    assert hf_license(["CC0-1.0"]) == {"license": "cc0-1.0"}
+    assert hf_license(["CC-BY-SA-2.0"]) == {
+        "license": "other",
+        "license_name": "cc-by-sa-2.0",
+        "license_link": "ATTRIBUTION.md",
+    }
+    assert hf_license(["PDM-1.0"])["license"] == "other"
+    text = render_card(summary)
+    assert DatasetCard(text).data.license == "cc-by-sa-4.0"
+    for spdx in ["CC0-1.0", "CC-BY-4.0", "CC-BY-3.0", "CC-BY-SA-3.0", "CC-BY-SA-4.0"]:
+        assert hf_license([spdx])["license"] in HF_LICENSES
+
+
+@pytest.mark.parametrize(
+    ("n", "cat"),
+    [(0, "n<1K"), (999, "n<1K"), (1000, "1K<n<10K"), (99_999, "10K<n<100K"), (2_000_000, "1M<n<10M")],
+)
+def test_size_category(n: int, cat: str) -> None:
+    assert size_category(n) == cat
+
+
+def test_check_card_finds_problems(layout: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    out, _ = layout
+    text = (out / "README.md").read_text(encoding="utf-8")
+    bad = text.replace("license: other", "license: cc-by-sa-2.0").replace("n<1K", "tiny")
+    bad = bad.replace("zero-shot-image-classification", "face-recognition")
+    problems = check_card(bad)
+    assert any("cc-by-sa-2.0" in p for p in problems)
+    assert any("tiny" in p for p in problems)
+    assert any("face-recognition" in p for p in problems)
+    assert any("matches no file" in p for p in check_card(text, tmp_path))
+    assert check_card("---\nlicense: [unclosed\n---\n")  # broken YAML is reported, not raised
+
+
+def test_render_raises_on_bad_header(layout: tuple[Path, dict[str, Any]]) -> None:
+    _, info = layout
+    with pytest.raises(ValueError, match="task_categories"):
+        render_card(dict(info["summary"], task_categories=["not-a-task"]))
+
+
+def test_notes_are_shown(layout: tuple[Path, dict[str, Any]]) -> None:
+    _, info = layout
+    text = render_card(dict(info["summary"], notes="Not for research use."))
+    assert "> Not for research use." in text
+    text = render_card(dict(info["summary"], notes=["one", "two"]))
+    assert "> one\n> two" in text
+
+
+def test_custom_template(layout: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    _, info = layout
+    tpl = tmp_path / "mini.md.j2"
+    tpl.write_text("---\n{{ header }}\n---\n\n# {{ pretty_name }}\n")
+    text = render_card(info["summary"], tpl)
+    assert text.endswith("# Tiny Faces\n") and DatasetCard(text).data.pretty_name == "Tiny Faces"

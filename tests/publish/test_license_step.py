@@ -1,0 +1,33 @@
+"""The license step: policy-gated, normalised, reasons recorded."""
+
+from __future__ import annotations
+
+import pytest
+
+from fairsets.data import Sample
+from fairsets.pipeline.step import StepContext, build_step
+from fairsets.config import _import_components
+
+_import_components()
+
+
+@pytest.mark.parametrize(
+    ("text", "ok", "spdx_or_reason"),
+    [
+        ("CC BY-SA 4.0", True, "CC-BY-SA-4.0"),
+        ("cc0", True, "CC0-1.0"),
+        ("Public domain", True, "PDM-1.0"),
+        ("CC BY-NC 4.0", False, "CC-BY-NC-4.0"),
+        ("CC BY-ND 2.0", False, "CC-BY-ND-2.0"),
+        ("All rights reserved", False, "unknown"),
+        (None, False, "None"),
+    ],
+)
+def test_license_step(text: str | None, ok: bool, spdx_or_reason: str) -> None:
+    step = build_step("license", {})
+    s = step.process(Sample(key="k", meta={"license": text}), StepContext())
+    assert s.ok is ok
+    if ok:
+        assert s.meta["license"] == spdx_or_reason and s.meta["license_text"] == text
+    else:
+        assert s.step == "license" and spdx_or_reason in s.reason
