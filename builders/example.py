@@ -21,7 +21,7 @@ from pathlib import Path
 COLUMNS = ["path", "state", "gender", "identity", "license", "author", "source_url", "title"]
 
 
-def _png(arr) -> bytes:  # noqa: ANN001
+def _png(arr) -> bytes:
     from PIL import Image
 
     buf = io.BytesIO()
@@ -29,7 +29,7 @@ def _png(arr) -> bytes:  # noqa: ANN001
     return buf.getvalue()
 
 
-def _jpeg(arr, quality: int = 92) -> bytes:  # noqa: ANN001
+def _jpeg(arr, quality: int = 92) -> bytes:
     from PIL import Image
 
     buf = io.BytesIO()
@@ -73,35 +73,145 @@ def write_candidates(listing: Path) -> None:
     buf = io.BytesIO()
     Image.fromarray(astronaut).save(buf, format="PNG", pnginfo=info)
 
-    nasa, navy = "https://commons.wikimedia.org/wiki/File:Eileen_Collins.jpg", (
-        "https://commons.wikimedia.org/wiki/File:Commodore_Grace_M._Hopper,_USN_(covered).jpg"
+    nasa, navy = (
+        "https://commons.wikimedia.org/wiki/File:Eileen_Collins.jpg",
+        ("https://commons.wikimedia.org/wiki/File:Commodore_Grace_M._Hopper,_USN_(covered).jpg"),
     )
     files = [
         # path, bytes, state, gender, identity, license, author, url, title
-        ("astronaut.png", _png(astronaut), "Kerala", "female", "eileen-collins", "public-domain", "NASA", nasa,
-         "Eileen Collins"),
-        ("grace_hopper.jpg", hopper_bytes, "Assam", "female", "grace-hopper", "public-domain",
-         "James S. Davis, US Navy", navy, "Grace Hopper"),
-        ("astronaut_resaved.png", buf.getvalue(), "Kerala", "female", "eileen-collins", "public-domain", "NASA",
-         nasa, "Eileen Collins (exact duplicate)"),
-        ("grace_hopper_small.jpg", _jpeg(small, 80), "Assam", "female", "grace-hopper", "public-domain",
-         "James S. Davis, US Navy", navy, "Grace Hopper (near duplicate)"),
-        ("astronaut_blurred.jpg", _jpeg(blurred), "Kerala", "female", "eileen-collins", "public-domain", "NASA",
-         nasa, "Eileen Collins (blurred)"),
-        ("astronaut_nc.png", _png(astronaut[:, ::-1]), "Kerala", "female", "eileen-collins", "CC BY-NC 4.0",
-         "NASA", nasa, "Eileen Collins (a licence the policy rejects)"),
-        ("cameraman.png", _png(gray), "Assam", "male", "cameraman", "public-domain", "scikit-image", "", "Cameraman"),
-        ("coffee.png", _png(skdata.coffee()), "Kerala", "male", "coffee", "CC0-1.0", "Rachel Michetti", "",
-         "Coffee (no face)"),
-        ("chelsea.png", _png(skdata.chelsea()), "Assam", "male", "chelsea", "CC0-1.0", "Stefan van der Walt", "",
-         "Chelsea the cat (no face)"),
-        ("rocket.jpg", _jpeg(skdata.rocket()), "Kerala", "male", "rocket", "public-domain", "NASA", "",
-         "Rocket (no face)"),
-        ("grace_hopper_truncated.jpg", hopper_bytes[: len(hopper_bytes) // 2], "Assam", "female", "grace-hopper",
-         "public-domain", "James S. Davis, US Navy", navy, "Grace Hopper (truncated download)"),
+        (
+            "astronaut.png",
+            _png(astronaut),
+            "Kerala",
+            "female",
+            "eileen-collins",
+            "public-domain",
+            "NASA",
+            nasa,
+            "Eileen Collins",
+        ),
+        (
+            "grace_hopper.jpg",
+            hopper_bytes,
+            "Assam",
+            "female",
+            "grace-hopper",
+            "public-domain",
+            "James S. Davis, US Navy",
+            navy,
+            "Grace Hopper",
+        ),
+        (
+            "astronaut_resaved.png",
+            buf.getvalue(),
+            "Kerala",
+            "female",
+            "eileen-collins",
+            "public-domain",
+            "NASA",
+            nasa,
+            "Eileen Collins (exact duplicate)",
+        ),
+        (
+            "grace_hopper_small.jpg",
+            _jpeg(small, 80),
+            "Assam",
+            "female",
+            "grace-hopper",
+            "public-domain",
+            "James S. Davis, US Navy",
+            navy,
+            "Grace Hopper (near duplicate)",
+        ),
+        (
+            "astronaut_blurred.jpg",
+            _jpeg(blurred),
+            "Kerala",
+            "female",
+            "eileen-collins",
+            "public-domain",
+            "NASA",
+            nasa,
+            "Eileen Collins (blurred)",
+        ),
+        (
+            "astronaut_nc.png",
+            _png(astronaut[:, ::-1]),
+            "Kerala",
+            "female",
+            "eileen-collins",
+            "CC BY-NC 4.0",
+            "NASA",
+            nasa,
+            "Eileen Collins (a licence the policy rejects)",
+        ),
+        (
+            "cameraman.png",
+            _png(gray),
+            "Assam",
+            "male",
+            "cameraman",
+            "public-domain",
+            "scikit-image",
+            "",
+            "Cameraman",
+        ),
+        (
+            "coffee.png",
+            _png(skdata.coffee()),
+            "Kerala",
+            "male",
+            "coffee",
+            "CC0-1.0",
+            "Rachel Michetti",
+            "",
+            "Coffee (no face)",
+        ),
+        (
+            "chelsea.png",
+            _png(skdata.chelsea()),
+            "Assam",
+            "male",
+            "chelsea",
+            "CC0-1.0",
+            "Stefan van der Walt",
+            "",
+            "Chelsea the cat (no face)",
+        ),
+        (
+            "rocket.jpg",
+            _jpeg(skdata.rocket()),
+            "Kerala",
+            "male",
+            "rocket",
+            "public-domain",
+            "NASA",
+            "",
+            "Rocket (no face)",
+        ),
+        (
+            "grace_hopper_truncated.jpg",
+            hopper_bytes[: len(hopper_bytes) // 2],
+            "Assam",
+            "female",
+            "grace-hopper",
+            "public-domain",
+            "James S. Davis, US Navy",
+            navy,
+            "Grace Hopper (truncated download)",
+        ),
         ("bomb.png", _bomb_png(), "Kerala", "male", "bomb", "CC0-1.0", "fairsets", "", "Decompression bomb"),
-        ("not_an_image.jpg", b"<html>403 Forbidden</html>\n", "Assam", "male", "html", "CC0-1.0", "fairsets", "",
-         "An error page saved as .jpg"),
+        (
+            "not_an_image.jpg",
+            b"<html>403 Forbidden</html>\n",
+            "Assam",
+            "male",
+            "html",
+            "CC0-1.0",
+            "fairsets",
+            "",
+            "An error page saved as .jpg",
+        ),
     ]
     rows = []
     for name, blob, state, gender, ident, lic, author, url, title in files:
@@ -110,7 +220,9 @@ def write_candidates(listing: Path) -> None:
             tmp = path.with_suffix(path.suffix + ".tmp")
             tmp.write_bytes(blob)
             tmp.replace(path)
-        rows.append(dict(zip(COLUMNS, [f"images/{name}", state, gender, ident, lic, author, url, title], strict=True)))
+        rows.append(
+            dict(zip(COLUMNS, [f"images/{name}", state, gender, ident, lic, author, url, title], strict=True))
+        )
     tmp = listing.with_suffix(".csv.tmp")
     with tmp.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS)

@@ -47,13 +47,21 @@ def write_candidates(folder: Path, n: int, states: tuple[str, ...] = ("Goa", "As
         h, w = img.shape[:2]
         dy, dx = (i * 7) % 40, (i * 11) % 40
         crop = img[dy : h - 40 + dy, dx : w - 40 + dx]
-        tint = np.clip(crop.astype(np.int16) + np.array([(i * 3) % 15, 0, -((i * 5) % 15)]), 0, 255).astype(np.uint8)
+        tint = np.clip(crop.astype(np.int16) + np.array([(i * 3) % 15, 0, -((i * 5) % 15)]), 0, 255).astype(
+            np.uint8
+        )
         name = f"img{i:03d}.jpg"
         (folder / name).write_bytes(jpeg(tint))
         rows.append(
-            {"path": name, "state": states[i % len(states)], "gender": ("female", "male")[(i // 2) % 2],
-             "identity": f"person{i // 2}", "license": "CC-BY-4.0", "author": f"Author {i}",
-             "source_url": f"https://example.org/{name}"}
+            {
+                "path": name,
+                "state": states[i % len(states)],
+                "gender": ("female", "male")[(i // 2) % 2],
+                "identity": f"person{i // 2}",
+                "license": "CC-BY-4.0",
+                "author": f"Author {i}",
+                "source_url": f"https://example.org/{name}",
+            }
         )
     listing = folder / "candidates.csv"
     with listing.open("w", newline="") as fh:
@@ -102,10 +110,18 @@ shard_size = {shard_size}
 """
 
 
-def write_recipe(path: Path, listing: Path, *, quota: int = 3, workers: int = 1, task_size: int = 2,
-                 shard_size: int = 4) -> Path:
-    path.write_text(RECIPE.format(listing=listing.as_posix(), quota=quota, workers=workers,
-                                  task_size=task_size, shard_size=shard_size))
+def write_recipe(
+    path: Path, listing: Path, *, quota: int = 3, workers: int = 1, task_size: int = 2, shard_size: int = 4
+) -> Path:
+    path.write_text(
+        RECIPE.format(
+            listing=listing.as_posix(),
+            quota=quota,
+            workers=workers,
+            task_size=task_size,
+            shard_size=shard_size,
+        )
+    )
     return path
 
 
@@ -116,5 +132,3 @@ def tree_digest(out: Path) -> dict[str, str]:
         for p in sorted(out.rglob("*"))
         if p.is_file() and ".fairsets" not in p.relative_to(out).parts
     }
-
-

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .config import Recipe, RecipeError, load_recipe  # noqa: E402
-from .data import Sample, Status, make_key  # noqa: E402
+from .config import Recipe, RecipeError, load_recipe
+from .data import Sample, Status, make_key
 
 __all__ = ["Recipe", "RecipeError", "Sample", "Status", "__version__", "build", "load_recipe", "make_key"]
 
 
-def build(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+def build(*args, **kwargs):
     """Run a recipe (see :func:`fairsets.pipeline.build.build`); imported lazily."""
     from .pipeline.build import build as _build
 

@@ -46,8 +46,12 @@ def main(
 def build_cmd(
     recipe: Annotated[Path, typer.Argument(help="Recipe TOML (see builders/).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (the published layout).")],
-    executor: Annotated[str | None, typer.Option(help="local (default) or ray; overrides the recipe.")] = None,
-    workers: Annotated[int | None, typer.Option(help="Worker processes (local) or CPUs (ray); 0 = inline.")] = None,
+    executor: Annotated[
+        str | None, typer.Option(help="local (default) or ray; overrides the recipe.")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="Worker processes (local) or CPUs (ray); 0 = inline.")
+    ] = None,
     ray_address: Annotated[str | None, typer.Option(help="Address of an existing Ray cluster.")] = None,
     retry_failed: Annotated[
         bool, typer.Option("--retry-failed", help="Re-process only samples whose status is failed.")
@@ -101,8 +105,11 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
         t.add_column(split, justify="right")
     t.add_column("cells", justify="right")
     for variant, splits in summary["variants"].items():
-        t.add_row(variant, *(str(splits.get(s, {}).get("num_samples", 0)) for s in ("train", "test")),
-                  str(len(summary["cells"])))
+        t.add_row(
+            variant,
+            *(str(splits.get(s, {}).get("num_samples", 0)) for s in ("train", "test")),
+            str(len(summary["cells"])),
+        )
     c.print(t)
     c.print(
         f"{summary['candidates']} candidates → {summary['accepted']} accepted "

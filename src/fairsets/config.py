@@ -42,18 +42,18 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = [
-    "RecipeError",
-    "Recipe",
-    "SourceConfig",
-    "StepConfig",
-    "SplitConfig",
-    "ExecutorConfig",
     "DedupConfig",
+    "ExecutorConfig",
     "PublishConfig",
+    "Recipe",
+    "RecipeError",
+    "SourceConfig",
+    "SplitConfig",
+    "StepConfig",
+    "config_hash",
     "load_recipe",
     "parse_recipe",
     "resolve_steps",
-    "config_hash",
 ]
 
 VARIANTS = ("imbalanced", "balanced", "augmented")

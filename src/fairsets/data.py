@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Status", "Sample", "make_key", "validate_key", "KEY_RE"]
+__all__ = ["KEY_RE", "Sample", "Status", "make_key", "validate_key"]
 
 KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")

@@ -6,12 +6,13 @@ package's ``__init__`` (so registration runs) and its test.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["Registry", "STEPS", "DETECTORS", "SOURCES", "EXECUTORS", "register"]
+__all__ = ["DETECTORS", "EXECUTORS", "SOURCES", "STEPS", "Registry", "register"]
 
 
 class Registry(Generic[T]):
@@ -26,10 +27,8 @@ class Registry(Generic[T]):
             if name in self._items and self._items[name] is not obj:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             self._items[name] = obj
-            try:
+            with contextlib.suppress(AttributeError, TypeError):  # e.g. functions with __slots__
                 obj.registered_name = name  # type: ignore[attr-defined]
-            except (AttributeError, TypeError):
-                pass
             return obj
 
         return deco

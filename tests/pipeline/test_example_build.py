@@ -22,34 +22,53 @@ def test_every_file_of_the_layout(example_out: Path) -> None:
 def test_balanced_cells_hold_exactly_quota(example_out: Path) -> None:
     manifest = json.loads((example_out / "manifest.json").read_text())
     quota = manifest["recipe"]["quota"]
-    rows = [r for s in ("train", "test") if (p := example_out / "metadata" / "balanced" / f"{s}.parquet").exists()
-            for r in pq.read_table(p).to_pylist()]
+    rows = [
+        r
+        for s in ("train", "test")
+        if (p := example_out / "metadata" / "balanced" / f"{s}.parquet").exists()
+        for r in pq.read_table(p).to_pylist()
+    ]
     cells = Counter((r["state"], r["gender"]) for r in rows)
     assert cells == {("Kerala", "female"): quota, ("Assam", "female"): quota}
     aug = [r for r in rows if r["augmented_from"]]
     assert aug and all(json.loads(r["augmentation"])["applied"] for r in aug)
-    rows_aug = [r for s in ("train", "test") if (p := example_out / "metadata" / "augmented" / f"{s}.parquet").exists()
-                for r in pq.read_table(p).to_pylist()]
+    rows_aug = [
+        r
+        for s in ("train", "test")
+        if (p := example_out / "metadata" / "augmented" / f"{s}.parquet").exists()
+        for r in pq.read_table(p).to_pylist()
+    ]
     assert Counter((r["state"], r["gender"]) for r in rows_aug) == {k: 2 * quota for k in cells}
 
 
 def test_each_filter_rejects_its_example(example_out: Path) -> None:
-    rej = {r["source_path"]: (r["step"], r["reason"]) for r in pq.read_table(example_out / "rejects.parquet").to_pylist()}
+    rej = {
+        r["source_path"]: (r["step"], r["reason"])
+        for r in pq.read_table(example_out / "rejects.parquet").to_pylist()
+    }
     assert rej["images/cameraman.png"][0] == "grayscale"
-    assert rej["images/astronaut_nc.png"][0] == "license" and "CC-BY-NC-4.0" in rej["images/astronaut_nc.png"][1]
+    assert (
+        rej["images/astronaut_nc.png"][0] == "license" and "CC-BY-NC-4.0" in rej["images/astronaut_nc.png"][1]
+    )
     assert rej["images/astronaut_blurred.jpg"][0] == "blur"
     assert rej["images/coffee.png"][0] in ("detect_face", "skin")
     assert rej["images/bomb.png"][0] == "decode"
     assert rej["images/grace_hopper_truncated.jpg"][0] == "decode"
     assert rej["images/not_an_image.jpg"][0] == "decode"
-    assert rej["images/astronaut_resaved.png"] [0] == "dedup" and "exact" in rej["images/astronaut_resaved.png"][1]
-    assert rej["images/grace_hopper_small.jpg"][0] == "dedup" and "near" in rej["images/grace_hopper_small.jpg"][1]
+    assert (
+        rej["images/astronaut_resaved.png"][0] == "dedup"
+        and "exact" in rej["images/astronaut_resaved.png"][1]
+    )
+    assert (
+        rej["images/grace_hopper_small.jpg"][0] == "dedup"
+        and "near" in rej["images/grace_hopper_small.jpg"][1]
+    )
     manifest = json.loads((example_out / "manifest.json").read_text())
     assert manifest["counts"]["candidates"] == 13
     assert manifest["counts"]["accepted"] == 2
 
 
-def test_loads_with_webdataset_and_datasets(example_out: Path, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_loads_with_webdataset_and_datasets(example_out: Path, tmp_path: Path, monkeypatch) -> None:
     import datasets
     import webdataset as wds
 
@@ -58,8 +77,9 @@ def test_loads_with_webdataset_and_datasets(example_out: Path, tmp_path: Path, m
     samples = list(wds.WebDataset(shards, shardshuffle=False).decode("pil"))
     assert samples and samples[0]["jpg"].size == (512, 512)
     assert {"state", "gender", "license", "split"} <= set(samples[0]["json"])
-    ds = datasets.load_dataset("webdataset", data_files={"train": shards}, split="train",
-                               cache_dir=str(tmp_path / "hf"))
+    ds = datasets.load_dataset(
+        "webdataset", data_files={"train": shards}, split="train", cache_dir=str(tmp_path / "hf")
+    )
     assert len(ds) == len(samples)
     row = ds[0]
     assert row["jpg"].size == (512, 512) and row["json"]["variant"] == "balanced"

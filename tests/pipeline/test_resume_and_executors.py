@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import tree_digest, write_candidates, write_recipe
 from fairsets.config import load_recipe
 from fairsets.pipeline.build import build
+from helpers import tree_digest, write_candidates, write_recipe
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,18 @@ def test_sigkill_midway_then_resume_is_byte_identical(workload: tuple[Path, Path
     recipe, reference = workload
     out = tmp_path / "killed"
     markers = out / ".fairsets" / "markers" / "samples"
-    cmd = [sys.executable, "-m", "fairsets.cli", "build", str(recipe), "--out", str(out), "--quiet", "--workers", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fairsets.cli",
+        "build",
+        str(recipe),
+        "--out",
+        str(out),
+        "--quiet",
+        "--workers",
+        "1",
+    ]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:

@@ -31,7 +31,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import __version__
 from ..config import Recipe, config_hash, resolve_steps
 from ..data import Status
 from ..sources import build_source
@@ -39,7 +38,7 @@ from .executors import get_executor
 from .progress import Progress
 from .tasks import read_marker, run_materialize_task, run_sample_task, sample_marker
 
-__all__ = ["build", "BuildResult", "BuildError", "WORKDIR"]
+__all__ = ["WORKDIR", "BuildError", "BuildResult", "build"]
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +151,9 @@ def build(
             with progress.stage("write shards", len(m_todo)) as advance:
                 ex.map(run_materialize_task, m_todo, on_done=lambda spec, res: advance(1))
 
-        m_markers = [read_marker(workdir / "markers" / "materialize" / f"{s['task_id']}.json") for s in m_specs]
+        m_markers = [
+            read_marker(workdir / "markers" / "materialize" / f"{s['task_id']}.json") for s in m_specs
+        ]
         from .publish_step import publish_layout
 
         return publish_layout(
@@ -244,7 +245,12 @@ def _filter_cells(recipe: Recipe, pool: list[dict]) -> tuple[list[dict], list[di
         bad = [f"{g}={row[g]!r}" for g, vals in recipe.cells.items() if str(row[g]) not in vals]
         if bad:
             rejected.append(
-                {**row, "status": Status.REJECTED.value, "step": "select", "reason": f"not a recipe cell: {', '.join(bad)}"}
+                {
+                    **row,
+                    "status": Status.REJECTED.value,
+                    "step": "select",
+                    "reason": f"not a recipe cell: {', '.join(bad)}",
+                }
             )
         else:
             kept.append(row)

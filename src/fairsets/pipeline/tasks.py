@@ -29,7 +29,7 @@ from ..publish.atomic import atomic_write_text
 from ..publish.metadata import write_table
 from .step import Step, StepContext, build_step
 
-__all__ = ["run_sample_task", "run_materialize_task", "sample_marker", "read_marker"]
+__all__ = ["read_marker", "run_materialize_task", "run_sample_task", "sample_marker"]
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,9 @@ def run_sample_task(spec: dict[str, Any]) -> dict[str, Any]:
             old_rej.filter(pa.compute.equal(old_rej["status"], Status.FAILED.value))["key"].to_pylist()
         )
         rows = [r for r in rows if r["key"] in failed_keys]
-        keep_rejects = old_rej.filter(pa.compute.invert(pa.compute.is_in(old_rej["key"], pa.array(list(failed_keys)))))
+        keep_rejects = old_rej.filter(
+            pa.compute.invert(pa.compute.is_in(old_rej["key"], pa.array(list(failed_keys))))
+        )
         keep_pool = pq.read_table(workdir / previous["pool"])
 
     ctx = StepContext(seed=spec["seed"], task_id=task_id, workdir=workdir)
@@ -209,7 +211,9 @@ def _augmented_jpeg(data: bytes, augment: dict[str, Any], quality: int) -> tuple
     if augment.get("base"):  # a colour copy of a mild augmentation: apply the base first
         image, applied["base"] = apply_augment(image, augment["base"]["kind"], augment["base"]["seed"])
     image, applied["transforms"] = apply_augment(image, augment["kind"], augment["seed"])
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    ok, buf = cv2.imencode(
+        ".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality]
+    )
     if not ok:
         raise RuntimeError("JPEG encoding failed")
     return buf.tobytes(), applied

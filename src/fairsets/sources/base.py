@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["Source", "SourceParams", "SourceError", "SourceReadError", "build_source"]
+__all__ = ["Source", "SourceError", "SourceParams", "SourceReadError", "build_source"]
 
 
 class SourceError(ValueError):

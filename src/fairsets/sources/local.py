@@ -20,11 +20,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from ..data import make_key
 from ..registry import SOURCES
 from .base import Source, SourceError, SourceParams, SourceReadError
 
-__all__ = ["LocalSource", "IMAGE_EXTENSIONS"]
+__all__ = ["IMAGE_EXTENSIONS", "LocalSource"]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
 OPTIONAL = ("identity", "author", "source_url", "title")
@@ -33,10 +35,10 @@ OPTIONAL = ("identity", "author", "source_url", "title")
 class LocalParams(SourceParams):
     path: str
     image_column: str = "path"
-    rename: dict[str, str] = {}
-    defaults: dict[str, str] = {}
+    rename: dict[str, str] = Field(default_factory=dict)
+    defaults: dict[str, str] = Field(default_factory=dict)
     layout: str | None = None
-    extensions: list[str] = list(IMAGE_EXTENSIONS)
+    extensions: list[str] = Field(default_factory=lambda: list(IMAGE_EXTENSIONS))
     prepare: str | None = None
     """``file.py:function`` (relative to the recipe) called with the listing path to create it."""
 
@@ -56,7 +58,9 @@ class LocalSource(Source):
         file, _, func = self.params.prepare.partition(":")
         hook = self.base_dir / file
         if not hook.is_file() or not func:
-            raise SourceError(f"source.prepare: expected 'file.py:function' next to the recipe, got {self.params.prepare!r}")
+            raise SourceError(
+                f"source.prepare: expected 'file.py:function' next to the recipe, got {self.params.prepare!r}"
+            )
         spec = importlib.util.spec_from_file_location(f"fairsets_hook_{hook.stem}", hook)
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
@@ -123,9 +127,7 @@ class LocalSource(Source):
         theirs = {ours: col for ours, col in p.rename.items()}
         required = [p.image_column, *self.groups, "license"]
         present = set(rows[0]) if rows else set()
-        missing = [
-            c for c in required if theirs.get(c, c) not in present and c not in p.defaults
-        ]
+        missing = [c for c in required if theirs.get(c, c) not in present and c not in p.defaults]
         if missing:
             have = ", ".join(sorted(present)) or "none"
             raise SourceError(
@@ -133,6 +135,7 @@ class LocalSource(Source):
             )
         out, seen = [], set()
         for i, raw in enumerate(rows):
+
             def get(name: str, raw: dict[str, Any] = raw) -> Any:
                 v = raw.get(theirs.get(name, name))
                 if v is None or (isinstance(v, str) and not v.strip()) or v != v:  # v != v: NaN
@@ -175,4 +178,6 @@ class LocalSource(Source):
         try:
             return Path(row["path"]).read_bytes()
         except OSError as exc:
-            raise SourceReadError(f"cannot read {row.get('source_path', row['path'])}: {exc.strerror or exc}") from exc
+            raise SourceReadError(
+                f"cannot read {row.get('source_path', row['path'])}: {exc.strerror or exc}"
+            ) from exc
