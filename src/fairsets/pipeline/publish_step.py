@@ -154,6 +154,7 @@ def publish_layout(
     if step_stats["failed"]:
         n = sum(step_stats["failed"].values())
         warnings.append(f"{n} sample(s) failed (unreadable input); re-run with --retry-failed")
+    noted = [c.label for c in plan.cells if c.notes]
     summary: dict[str, Any] = {
         "name": recipe.name,
         "pretty_name": recipe.publish.pretty_name or recipe.name,
@@ -171,7 +172,9 @@ def publish_layout(
         "duplicates": dup_counts,
         "cells": _cells_summary(plan),
         # cell-level warnings are already in the cells' notes; the card lists each once
-        "warnings": [w for w in warnings if not any(w.startswith(f"{c.label}:") for c in plan.cells if c.notes)],
+        "warnings": [
+            w for w in warnings if not any(w.startswith(f"{c.label}:") for c in plan.cells if c.notes)
+        ],
         "sources": dict(sorted(Counter(r.get("source") or "unknown" for r in real.values()).items())),
         "versions": package_versions(PACKAGES),
         "recipe": recipe.to_public_dict(),

@@ -37,18 +37,18 @@ def delta_color(image: np.ndarray) -> float:
 def laplacian_variance(image: np.ndarray, max_side: int = 512) -> float:
     """Variance of the Laplacian of the grayscale image, at most ``max_side`` px on its longer side.
 
-    The image is first shrunk with ``INTER_AREA`` (never enlarged) so the value does not grow with
-    resolution, then converted to grayscale; the 3×3 Laplacian (``ksize=1``) is taken in float32.
+    The image is converted to grayscale, then shrunk with ``INTER_AREA`` (never enlarged) so the
+    value does not grow with resolution; the 3×3 Laplacian (``ksize=1``) is exact in int16.
     """
     import cv2
 
-    h, w = image.shape[:2]
+    gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY) if image.ndim == 3 else image
+    h, w = gray.shape[:2]
     scale = max_side / max(h, w)
     if scale < 1.0:
         size = (max(1, round(w * scale)), max(1, round(h * scale)))
-        image = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
-    gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY) if image.ndim == 3 else image
-    lap = cv2.Laplacian(gray, cv2.CV_32F)
+        gray = cv2.resize(gray, size, interpolation=cv2.INTER_AREA)
+    lap = cv2.Laplacian(gray, cv2.CV_16S)
     _, std = cv2.meanStdDev(lap)
     return float(std[0, 0]) ** 2
 
