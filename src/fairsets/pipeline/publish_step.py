@@ -172,9 +172,7 @@ def publish_layout(
         "duplicates": dup_counts,
         "cells": _cells_summary(plan),
         # cell-level warnings are already in the cells' notes; the card lists each once
-        "warnings": [
-            w for w in warnings if not any(w.startswith(f"{c.label}:") for c in plan.cells if c.notes)
-        ],
+        "warnings": [w for w in warnings if not any(w.startswith(f"{label}:") for label in noted)],
         "sources": dict(sorted(Counter(r.get("source") or "unknown" for r in real.values()).items())),
         "versions": package_versions(PACKAGES),
         "recipe": recipe.to_public_dict(),
