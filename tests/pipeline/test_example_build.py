@@ -95,3 +95,19 @@ def test_card_yaml_and_croissant(example_out: Path) -> None:
     import mlcroissant as mlc
 
     mlc.Dataset(jsonld=str(example_out / "croissant.json"))
+
+
+def test_published_metadata_has_no_local_paths(example_out: Path) -> None:
+    import webdataset as wds
+
+    tables = [*(example_out / "metadata").rglob("*.parquet"), example_out / "rejects.parquet"]
+    for t in tables:
+        table = pq.read_table(t)
+        assert not {"path", "pool", "filename", "image"} & set(table.column_names), t
+        text = json.dumps(table.to_pylist(), default=str)
+        assert str(example_out) not in text and ".fairsets" not in text and "/tmp" not in text, t
+    for shard in (example_out / "shards").rglob("*.tar"):
+        for sample in wds.WebDataset(str(shard), shardshuffle=False):
+            meta = json.loads(sample["json"])
+            assert not {"path", "pool", "filename"} & set(meta)
+            assert not any(isinstance(v, str) and v.startswith("/") for v in meta.values())

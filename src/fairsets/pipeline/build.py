@@ -28,9 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from ..config import Recipe, config_hash, resolve_steps
 from ..data import Status
 from ..sources import build_source
@@ -186,23 +183,34 @@ def _needs_materialize(workdir: Path, out: Path, spec: dict[str, Any]) -> bool:
 
 
 def _collect(workdir: Path, markers: list[dict[str, Any] | None]) -> tuple[list[dict], list[dict], dict]:
-    """Read every task's pool metadata (without image bytes) and rejects; sum the step stats."""
-    pool_tables, reject_rows = [], []
-    stats: dict[str, dict[str, int]] = {"rejected": Counter(), "failed": Counter()}  # type: ignore[dict-item]
+    """Read every task's pool metadata (not the image bytes) and rejects with DuckDB; sum the stats."""
+    import duckdb
+
+    stats: dict[str, Counter[str]] = {"rejected": Counter(), "failed": Counter()}
+    pools, rejects = [], []
     for m in markers:
         if m is None:  # the executor raised before this point if a task failed
             raise BuildError("a per-sample task finished without its marker")
-        schema = pq.read_schema(workdir / m["pool"])
-        cols = [c for c in schema.names if c != "image"]
-        t = pq.read_table(workdir / m["pool"], columns=cols)
-        pool_tables.append(t.append_column("pool", pa.array([m["pool"]] * t.num_rows, pa.string())))
-        reject_rows.extend(pq.read_table(workdir / m["rejects"]).to_pylist())
+        pools.append(str(workdir / m["pool"]))
+        rejects.append(str(workdir / m["rejects"]))
         for kind in ("rejected", "failed"):
             stats[kind].update(m["stats"][kind])
-    pool_rows: list[dict[str, Any]] = []
-    for t in pool_tables:
-        pool_rows.extend(t.to_pylist())
-    pool_rows.sort(key=lambda r: r["key"])
+    prefix = len(str(workdir)) + 1
+    con = duckdb.connect()
+    query = (
+        "SELECT * EXCLUDE ({drop}) FROM read_parquet(?, union_by_name = true, filename = true) ORDER BY key"
+    )
+
+    def fetch(sql: str, files: list[str]) -> list[dict[str, Any]]:
+        cur = con.execute(sql, [files])
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+    pool_rows = fetch(query.format(drop="image"), pools)
+    for r in pool_rows:
+        r["pool"] = r.pop("filename")[prefix:]
+    reject_rows = fetch(query.format(drop="filename"), rejects)
+    con.close()
     return pool_rows, reject_rows, {k: dict(v) for k, v in stats.items()}
 
 

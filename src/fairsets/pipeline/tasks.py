@@ -97,6 +97,9 @@ def _encode_fallback(sample: Sample, quality: int) -> bytes:
     return buf.getvalue()
 
 
+_ROW_COLUMNS = ("key", "status", "step", "reason", "pixel_sha256", "phash", "annotations")
+
+
 def _row(sample: Sample) -> dict[str, Any]:
     row = {"key": sample.key, **{k: v for k, v in sample.meta.items() if k != "path"}}
     row["status"] = sample.status.value
@@ -158,8 +161,10 @@ def run_sample_task(spec: dict[str, Any]) -> dict[str, Any]:
         "pool": f"samples/{task_id}.g{gen}.pool.parquet",
         "rejects": f"samples/{task_id}.g{gen}.rejects.parquet",
     }
-    write_table(workdir / names["pool"], pool)
-    write_table(workdir / names["rejects"], rejects)
+    # An empty table gets only the columns every row has, so that reading all tasks' tables by
+    # column name (DuckDB union_by_name) does not invent columns that no sample has.
+    write_table(workdir / names["pool"], pool, order=None if pool else _ROW_COLUMNS)
+    write_table(workdir / names["rejects"], rejects, order=None if rejects else _ROW_COLUMNS)
     stats = _stats(len(spec["rows"]), pool, rejects)
     marker = {"task_id": task_id, "generation": gen, **names, "stats": stats}
     atomic_write_text(marker_path, json.dumps(marker, sort_keys=True, indent=1))
