@@ -33,7 +33,14 @@ from ..data import Status
 from ..sources import build_source
 from .executors import get_executor
 from .progress import Progress
-from .tasks import read_marker, run_materialize_task, run_sample_task, sample_marker
+from .tasks import (
+    materialize_task_done,
+    read_marker,
+    run_materialize_task,
+    run_sample_task,
+    sample_marker,
+    sample_task_done,
+)
 
 __all__ = ["WORKDIR", "BuildError", "BuildResult", "build"]
 
@@ -118,7 +125,7 @@ def build(
                     "jpeg_quality": recipe.publish.jpeg_quality,
                 }
             )
-        todo = [s for s in specs if _needs_run(workdir, s, retry_failed)]
+        todo = [s for s in specs if sample_task_done(s) is None]
         log.info("%d candidates in %d tasks (%d to run)", len(candidates), len(specs), len(todo))
 
         with get_executor(kind, workers=n_workers, ray_address=ray_address or ex_cfg.ray_address) as ex:
@@ -144,13 +151,11 @@ def build(
                 fractions={"train": recipe.split.train, "test": recipe.split.test},
             )
             m_specs = _materialize_specs(recipe, plan, pool, workdir, out)
-            m_todo = [s for s in m_specs if _needs_materialize(workdir, out, s)]
+            m_todo = [s for s in m_specs if materialize_task_done(s) is None]
             with progress.stage("write shards", len(m_todo)) as advance:
                 ex.map(run_materialize_task, m_todo, on_done=lambda spec, res: advance(1))
 
-        m_markers = [
-            read_marker(workdir / "markers" / "materialize" / f"{s['task_id']}.json") for s in m_specs
-        ]
+        m_markers = [materialize_task_done(s) for s in m_specs]
         from .publish_step import publish_layout
 
         return publish_layout(
@@ -167,19 +172,6 @@ def build(
             m_specs=m_specs,
             m_markers=m_markers,
         )
-
-
-def _needs_run(workdir: Path, spec: dict[str, Any], retry_failed: bool) -> bool:
-    marker = read_marker(sample_marker(workdir, spec["task_id"]))
-    if marker is None:
-        return True
-    return bool(retry_failed and marker["stats"]["failed"])
-
-
-def _needs_materialize(workdir: Path, out: Path, spec: dict[str, Any]) -> bool:
-    marker = read_marker(workdir / "markers" / "materialize" / f"{spec['task_id']}.json")
-    shard = out / spec["shard"]
-    return marker is None or not shard.is_file() or shard.stat().st_size != marker["bytes"]
 
 
 def _collect(workdir: Path, markers: list[dict[str, Any] | None]) -> tuple[list[dict], list[dict], dict]:

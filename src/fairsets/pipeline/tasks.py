@@ -29,7 +29,15 @@ from ..publish.atomic import atomic_write_text
 from ..publish.metadata import write_table
 from .step import Step, StepContext, build_step
 
-__all__ = ["read_marker", "run_materialize_task", "run_sample_task", "sample_marker"]
+__all__ = [
+    "materialize_marker",
+    "materialize_task_done",
+    "read_marker",
+    "run_materialize_task",
+    "run_sample_task",
+    "sample_marker",
+    "sample_task_done",
+]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +51,23 @@ def sample_marker(workdir: Path, task_id: str) -> Path:
 
 def materialize_marker(workdir: Path, spec_id: str) -> Path:
     return workdir / "markers" / "materialize" / f"{spec_id}.json"
+
+
+def sample_task_done(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The marker of a finished per-sample task, or None if it has to run (again)."""
+    marker = read_marker(sample_marker(Path(spec["workdir"]), spec["task_id"]))
+    if marker is not None and spec.get("retry_failed") and marker["stats"]["failed"]:
+        return None
+    return marker
+
+
+def materialize_task_done(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The marker of a written shard, or None if the shard is missing or not the one recorded."""
+    marker = read_marker(materialize_marker(Path(spec["workdir"]), spec["task_id"]))
+    shard = Path(spec["out_dir"]) / spec["shard"]
+    if marker is None or not shard.is_file() or shard.stat().st_size != marker["bytes"]:
+        return None
+    return marker
 
 
 def read_marker(path: Path) -> dict[str, Any] | None:
@@ -115,15 +140,15 @@ def run_sample_task(spec: dict[str, Any]) -> dict[str, Any]:
     """Run the per-sample steps over one chunk of candidates (see module docstring)."""
     workdir = Path(spec["workdir"])
     task_id = spec["task_id"]
+    if (done := sample_task_done(spec)) is not None:
+        return done
     marker_path = sample_marker(workdir, task_id)
     previous = read_marker(marker_path)
     rows = spec["rows"]
     keep_pool: pa.Table | None = None
     keep_rejects: pa.Table | None = None
     gen = 0
-    if previous is not None:
-        if not spec.get("retry_failed") or not previous["stats"]["failed"]:
-            return previous  # done already
+    if previous is not None:  # --retry-failed with failed samples in the previous generation
         # Re-process only the failed samples; keep everything else of the previous generation.
         gen = previous["generation"] + 1
         old_rej = pq.read_table(workdir / previous["rejects"])
@@ -174,7 +199,7 @@ def run_sample_task(spec: dict[str, Any]) -> dict[str, Any]:
     return marker
 
 
-def _merge(old: pa.Table | None, rows: list[dict[str, Any]]) -> pa.Table | list[dict[str, Any]]:
+def _merge(old: pa.Table | None, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if old is None:
         return rows
     merged = old.to_pylist() + rows
@@ -182,21 +207,16 @@ def _merge(old: pa.Table | None, rows: list[dict[str, Any]]) -> pa.Table | list[
     return merged
 
 
-def _stats(n: int, pool: Any, rejects: Any) -> dict[str, Any]:
-    rej_rows = rejects.to_pylist() if isinstance(rejects, pa.Table) else rejects
+def _stats(n: int, pool: list[dict[str, Any]], rejects: list[dict[str, Any]]) -> dict[str, Any]:
     by: dict[str, dict[str, int]] = {"rejected": {}, "failed": {}}
-    for r in rej_rows:
+    for r in rejects:
         bucket = by["failed" if r["status"] == Status.FAILED.value else "rejected"]
         bucket[r["step"]] = bucket.get(r["step"], 0) + 1
-    n_ok = pool.num_rows if isinstance(pool, pa.Table) else len(pool)
-    return {"candidates": n, "ok": n_ok, "rejected": by["rejected"], "failed": by["failed"]}
+    return {"candidates": n, "ok": len(pool), "rejected": by["rejected"], "failed": by["failed"]}
 
 
 # --------------------------------------------------------------------------------------------
 # materialize
-
-
-_POOL_CACHE: dict[str, dict[str, bytes]] = {}
 
 
 def _pool_images(path: Path, keys: set[str]) -> dict[str, bytes]:
@@ -232,11 +252,10 @@ def run_materialize_task(spec: dict[str, Any]) -> dict[str, Any]:
 
     workdir = Path(spec["workdir"])
     out_dir = Path(spec["out_dir"])
+    if (done := materialize_task_done(spec)) is not None:
+        return done
     marker_path = materialize_marker(workdir, spec["task_id"])
-    previous = read_marker(marker_path)
     shard_path = out_dir / spec["shard"]
-    if previous is not None and shard_path.is_file() and shard_path.stat().st_size == previous["bytes"]:
-        return previous
 
     wanted: dict[str, set[str]] = {}
     for item in spec["items"]:

@@ -18,12 +18,13 @@ processes and runs.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Hashable, Iterable, Mapping
 from typing import TypeVar
 
 import numpy as np
+
+from ..data import derive_seed
 
 __all__ = [
     "DEFAULT_FRACTIONS",
@@ -41,17 +42,6 @@ K = TypeVar("K", bound=Hashable)
 DEFAULT_FRACTIONS: dict[str, float] = {"train": 0.5, "test": 0.5}
 
 _NO_IDENTITY = "\x00key:"  # prefix of the synthetic identity of an image whose identity is unknown
-
-
-def derive_seed(*parts: object) -> int:
-    """Stable 32-bit seed from ``parts`` (SHA-256 of their NUL-joined ``str``; no ``hash()``).
-
-    The same algorithm as :func:`fairsets.vision.augment.derive_seed` (a test checks they agree);
-    repeated here so that ``fairsets.select`` imports without the ``vision`` package and its
-    optional dependencies.
-    """
-    text = "\x00".join(str(p) for p in parts)
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big")
 
 
 def identity_of(key: str, identity: object) -> str:

@@ -25,37 +25,18 @@ OpenCV and albumentations are imported lazily, inside :func:`augment`.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from typing import Any
 
 import numpy as np
 
+from ..data import derive_seed
+
 __all__ = ["KINDS", "augment", "derive_seed", "jsonable"]
 
 #: The augmentation kinds understood by :func:`augment`.
 KINDS: tuple[str, ...] = ("mild", "colour")
-
-
-def derive_seed(*parts: Any) -> int:
-    """Derive a stable 32-bit seed from any number of parts.
-
-    The parts are converted with ``str`` and joined with a NUL separator, hashed with SHA-256 and the
-    first four bytes read as an unsigned big-endian integer. The value is the same in every process
-    and on every platform (unlike Python's ``hash()``, which is salted per process).
-
-    Args:
-        *parts: values identifying the purpose of the seed, e.g. ``(seed, "balanced", "Kerala", "f")``.
-
-    Returns:
-        An integer in ``[0, 2**32)``.
-
-    >>> derive_seed(0, "balanced", "Kerala") == derive_seed(0, "balanced", "Kerala")
-    True
-    """
-    text = "\x00".join(str(p) for p in parts)
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big")
 
 
 def jsonable(value: Any) -> Any:
