@@ -1,0 +1,135 @@
+"""Retries with exponential backoff that honour ``Retry-After``, and the project's User-Agent.
+
+Every client that talks to a public service (Wikidata Query Service, the MediaWiki API, SerpAPI,
+image hosts) goes through :func:`call_with_retry` and sends :func:`user_agent`. Wikimedia's
+User-Agent policy asks for a client name, version and contact; set ``FAIRSETS_CONTACT`` (an
+e-mail address or URL) or pass ``contact=``.
+
+Usage::
+
+    def once():
+        resp = session.get(url, headers={"User-Agent": user_agent()})
+        if resp.status_code in policy.statuses:
+            raise HttpStatusError(resp.status_code, resp.headers.get("Retry-After"), url)
+        return resp
+
+    resp = call_with_retry(once, policy, what="commons api")
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["HttpStatusError", "RetryPolicy", "call_with_retry", "parse_retry_after", "user_agent"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+PROJECT_URL = "https://github.com/fairsets/fairsets"
+
+
+def user_agent(contact: str | None = None) -> str:
+    """``fairsets/<version> (<project url>; <contact>) python/<x.y>`` (Wikimedia UA policy)."""
+    import platform
+
+    from .. import __version__
+
+    contact = contact or os.environ.get("FAIRSETS_CONTACT", "").strip()
+    inner = f"{PROJECT_URL}; {contact}" if contact else PROJECT_URL
+    return f"fairsets/{__version__} ({inner}) python/{platform.python_version()}"
+
+
+class HttpStatusError(Exception):
+    """An HTTP answer worth retrying (429, 5xx) or not; carries the status and ``Retry-After``."""
+
+    def __init__(self, status: int, retry_after: str | float | None = None, url: str = "", detail: str = ""):
+        self.status = int(status)
+        self.retry_after = parse_retry_after(retry_after)
+        self.url = url
+        msg = f"HTTP {self.status}"
+        if url:
+            msg += f" from {url}"
+        if detail:
+            msg += f": {detail}"
+        super().__init__(msg)
+
+
+class RetryPolicy(BaseModel):
+    """How often and how long to retry. Statuses not listed fail at once."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    attempts: int = Field(default=5, ge=1, description="total tries, the first included")
+    backoff: float = Field(default=1.0, ge=0, description="first wait in seconds; doubles each retry")
+    max_wait: float = Field(default=120.0, ge=0, description="cap on one wait (Retry-After included)")
+    statuses: tuple[int, ...] = (429, 500, 502, 503, 504)
+    jitter: float = Field(default=0.1, ge=0, le=1, description="relative random jitter on backoff waits")
+
+
+def parse_retry_after(value: str | float | int | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value (delta-seconds or an HTTP date); None if absent/bad."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return max(0.0, float(value))
+    text = str(value).strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    now = time.time() if now is None else now
+    return max(0.0, when.timestamp() - now)
+
+
+def _retryable(exc: BaseException, policy: RetryPolicy) -> bool:
+    if isinstance(exc, HttpStatusError):
+        return exc.status in policy.statuses
+    # connection resets, timeouts: transient by nature
+    return isinstance(exc, (TimeoutError, ConnectionError))
+
+
+def call_with_retry(
+    fn: Callable[[], T],
+    policy: RetryPolicy | None = None,
+    *,
+    what: str = "request",
+    sleep: Callable[[float], None] = time.sleep,
+    retry_on: Callable[[BaseException], bool] | None = None,
+) -> T:
+    """Call ``fn`` until it returns, retrying transient failures per ``policy``.
+
+    ``fn`` signals a retryable HTTP answer by raising :class:`HttpStatusError`; ``TimeoutError``
+    and ``ConnectionError`` are retried too, and ``retry_on(exc)`` may widen that. A
+    ``Retry-After`` on the error wins over the backoff (capped at ``policy.max_wait``). The last
+    exception is re-raised when attempts run out; non-retryable ones are raised at once.
+    """
+    policy = policy or RetryPolicy()
+    wait = policy.backoff
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return fn()
+        except Exception as exc:
+            retryable = _retryable(exc, policy) or (retry_on is not None and retry_on(exc))
+            if not retryable or attempt == policy.attempts:
+                raise
+            delay = getattr(exc, "retry_after", None)
+            if delay is None:
+                delay = wait * (1 + random.uniform(-policy.jitter, policy.jitter))
+                wait *= 2
+            delay = min(max(delay, 0.0), policy.max_wait)
+            log.warning("%s: %s; retry %d/%d in %.1fs", what, exc, attempt, policy.attempts - 1, delay)
+            sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
