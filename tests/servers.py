@@ -1,0 +1,121 @@
+"""Real HTTP servers on loopback for tests (never any other address).
+
+``LoopbackServer`` is a threaded ``http.server`` with a route table. A route is a callable
+``handler(request) -> Response`` registered for a path (exact match on the path without the
+query string). ``request`` has ``method``, ``path``, ``query`` (dict of lists), ``headers`` and
+``body``; every request is recorded in ``server.requests``.
+
+    with LoopbackServer() as srv:
+        srv.route("/a.jpg", lambda req: Response(200, {"Content-Type": "image/jpeg"}, data))
+        srv.route("/slow", lambda req: Response(200, body=b"x", delay=5))
+        url = srv.url("/a.jpg")   # http://127.0.0.1:<port>/a.jpg
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["LoopbackServer", "Request", "Response", "json_response"]
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Response:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    delay: float = 0.0  # seconds to wait before answering (a slow route)
+
+
+def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(obj).encode())
+
+
+class LoopbackServer:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        if not (host.startswith("127.") or host in ("localhost", "::1")):
+            raise ValueError("test servers listen on loopback only")
+        self.routes: dict[str, Callable[[Request], Response]] = {}
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def _handle(self) -> None:
+                parsed = urllib.parse.urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                req = Request(
+                    self.command,
+                    parsed.path,
+                    urllib.parse.parse_qs(parsed.query, keep_blank_values=True),
+                    {k: v for k, v in self.headers.items()},
+                    body,
+                )
+                if self.command == "POST" and self.headers.get("Content-Type", "").startswith(
+                    "application/x-www-form-urlencoded"
+                ):
+                    for k, v in urllib.parse.parse_qs(body.decode(), keep_blank_values=True).items():
+                        req.query.setdefault(k, []).extend(v)
+                with server._lock:
+                    server.requests.append(req)
+                handler = server.routes.get(parsed.path)
+                missing = Response(404, {"Content-Type": "text/plain"}, b"not found")
+                resp = handler(req) if handler else missing
+                if resp.delay:
+                    time.sleep(resp.delay)
+                try:
+                    self.send_response(resp.status)
+                    for k, v in resp.headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(resp.body)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(resp.body)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+                    pass
+
+            do_GET = do_POST = do_HEAD = _handle
+
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        self.httpd.daemon_threads = True
+        self.host, self.port = self.httpd.server_address[:2]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def route(self, path: str, handler: Callable[[Request], Response]) -> None:
+        self.routes[path] = handler
+
+    def url(self, path: str = "/") -> str:
+        return f"http://{self.host}:{self.port}{path}"
+
+    def hits(self, path: str) -> int:
+        with self._lock:
+            return sum(1 for r in self.requests if r.path == path)
+
+    def __enter__(self) -> LoopbackServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
