@@ -43,6 +43,7 @@ else:  # pragma: no cover
 
 __all__ = [
     "DedupConfig",
+    "DownloadConfig",
     "ExecutorConfig",
     "PublishConfig",
     "Recipe",
@@ -108,6 +109,18 @@ class ExecutorConfig(_Strict):
     ray_address: str | None = None
 
 
+class DownloadConfig(_Strict):
+    """URL downloads (sources whose candidates are URLs: wikidata, serpapi). See fairsets.fetch."""
+
+    allow_loopback: bool = Field(default=False, description="allow URLs on 127.0.0.0/8 and ::1 (tests)")
+    allow_private: bool = Field(default=False, description="allow private and link-local addresses")
+    max_bytes: int = Field(default=20_000_000, ge=1, description="largest accepted download")
+    timeout: float = Field(default=20.0, gt=0, description="seconds per request")
+    processes: int = Field(default=1, ge=0, description="img2dataset processes; 0 = in this process")
+    threads: int = Field(default=16, ge=1, description="download threads per process")
+    shard_size: int = Field(default=1000, ge=1, description="images per download shard")
+
+
 class DedupConfig(_Strict):
     enabled: bool = True
     hamming: int = Field(default=6, ge=0, le=64, description="near-duplicate pHash Hamming threshold")
@@ -135,7 +148,12 @@ class Recipe(_Strict):
     )
     identity_column: str = "identity"
     source: SourceConfig
+    supplement: list[SourceConfig] = Field(
+        default_factory=list,
+        description="sources asked only for cells the sources before them left below quota",
+    )
     steps: list[StepConfig] = Field(min_length=1)
+    download: DownloadConfig = DownloadConfig()
     dedup: DedupConfig = DedupConfig()
     split: SplitConfig = SplitConfig()
     executor: ExecutorConfig = ExecutorConfig()

@@ -97,46 +97,47 @@ def build(
     n_workers = ex_cfg.workers if workers is None else workers
 
     steps = resolve_steps(recipe)
+    step_cfg = [{"name": s.name, "params": s.params.model_dump(mode="json")} for s in steps]
+    stage_args = {
+        "recipe": recipe,
+        "steps": steps,
+        "step_cfg": step_cfg,
+        "workdir": workdir,
+        "retry_failed": retry_failed,
+        "progress": progress,
+    }
     with _lock(workdir):
-        source = build_source(recipe.source.type, recipe.source.params(), recipe.base_dir, recipe.groups)
-        candidates = sorted(source.scan(), key=lambda r: r["key"])
+        primary = _open_source(recipe.source.type, recipe.source.params(), recipe, workdir)
+        candidates = primary.scan()
         if not candidates:
             raise BuildError("the source listed no candidates")
-        step_cfg = [{"name": s.name, "params": s.params.model_dump(mode="json")} for s in steps]
-        src_cfg = {
-            "type": recipe.source.type,
-            "params": recipe.source.params(),
-            "base_dir": str(recipe.base_dir),
-            "groups": list(recipe.groups),
-        }
-        specs = []
-        for i in range(0, len(candidates), ex_cfg.task_size):
-            chunk = candidates[i : i + ex_cfg.task_size]
-            tid = config_hash({"rows": chunk, "steps": step_cfg, "v": 1})
-            specs.append(
-                {
-                    "task_id": f"t{tid}",
-                    "workdir": str(workdir),
-                    "rows": chunk,
-                    "source": src_cfg,
-                    "steps": step_cfg,
-                    "seed": recipe.seed,
-                    "retry_failed": retry_failed,
-                    "jpeg_quality": recipe.publish.jpeg_quality,
-                }
-            )
-        todo = [s for s in specs if sample_task_done(s) is None]
-        log.info("%d candidates in %d tasks (%d to run)", len(candidates), len(specs), len(todo))
-
         with get_executor(kind, workers=n_workers, ray_address=ray_address or ex_cfg.ray_address) as ex:
-            with progress.stage("per-sample steps", len(todo)) as advance:
-                ex.map(run_sample_task, todo, on_done=lambda spec, res: advance(1))
+            specs = _run_stage(0, primary, candidates, ex=ex, **stage_args)
+            n_candidates = len(candidates)
+            sources_summary = [{"type": recipe.source.type, "stage": 0, "candidates": len(candidates)}]
+            for stage, sup_cfg in enumerate(recipe.supplement, start=1):
+                pool, _, _ = _collect(workdir, [sample_task_done(s) for s in specs])
+                need = _need(recipe, pool)
+                entry = {"type": sup_cfg.type, "stage": stage, "candidates": 0, "cells": len(need)}
+                sources_summary.append(entry)
+                if not need:
+                    log.info("supplement %s: every cell reached its quota; not asked", sup_cfg.type)
+                    continue
+                source = _open_source(sup_cfg.type, sup_cfg.params(), recipe, workdir)
+                known = {c["key"] for s in specs for c in s["rows"]}
+                rows = [r for r in source.scan_for(need) if r["key"] not in known]
+                entry["candidates"] = len(rows)
+                n_candidates += len(rows)
+                specs += _run_stage(stage, source, rows, ex=ex, **stage_args)
+
             markers = [read_marker(sample_marker(workdir, s["task_id"])) for s in specs]
             pool, rejects, step_stats = _collect(workdir, markers)
-
+            pool, review_rejects, pending = _apply_review(workdir, pool)
             pool, dup_rejects, dup_counts = _dedup(recipe, pool)
             pool, cell_rejects = _filter_cells(recipe, pool)
-            rejects.extend(dup_rejects + cell_rejects)
+            rejects.extend(review_rejects + dup_rejects + cell_rejects)
+            if review_rejects:
+                step_stats["rejected"]["review"] = len(review_rejects)
 
             from ..select.balance import select
 
@@ -162,7 +163,9 @@ def build(
             recipe=recipe,
             out=out,
             workdir=workdir,
-            candidates=len(candidates),
+            candidates=n_candidates,
+            sources=sources_summary,
+            pending_review=len(pending),
             steps=steps,
             step_stats=step_stats,
             pool=pool,
@@ -172,6 +175,126 @@ def build(
             m_specs=m_specs,
             m_markers=m_markers,
         )
+
+
+def _open_source(kind: str, params: dict[str, Any], recipe: Recipe, workdir: Path) -> Any:
+    return build_source(kind, params, recipe.base_dir, recipe.groups, workdir=workdir)
+
+
+def _run_stage(
+    stage: int,
+    source: Any,
+    rows: list[dict[str, Any]],
+    *,
+    recipe: Recipe,
+    steps: list[Any],
+    step_cfg: list[dict[str, Any]],
+    workdir: Path,
+    retry_failed: bool,
+    progress: Progress,
+    ex: Any,
+) -> list[dict[str, Any]]:
+    """Download (URL sources), then run the per-sample steps over one source's candidates."""
+    rows = sorted(rows, key=lambda r: r["key"])
+    for r in rows:
+        r["_stage"] = stage
+    if source.downloads and rows:
+        from .download import download_phase
+
+        download_phase(
+            rows, source, recipe, steps, workdir, stage, retry_failed=retry_failed, progress=progress
+        )
+    src_cfg = {
+        "type": source.registered_name,
+        "params": source.params.model_dump(mode="json"),
+        "base_dir": str(recipe.base_dir),
+        "groups": list(recipe.groups),
+        "workdir": str(workdir),
+    }
+    ex_cfg = recipe.executor
+    specs = []
+    for i in range(0, len(rows), ex_cfg.task_size):
+        chunk = rows[i : i + ex_cfg.task_size]
+        tid = config_hash({"rows": chunk, "steps": step_cfg, "v": 1})
+        specs.append(
+            {
+                "task_id": f"t{tid}",
+                "workdir": str(workdir),
+                "rows": chunk,
+                "source": src_cfg,
+                "steps": step_cfg,
+                "seed": recipe.seed,
+                "retry_failed": retry_failed,
+                "jpeg_quality": recipe.publish.jpeg_quality,
+            }
+        )
+    todo = [s for s in specs if sample_task_done(s) is None]
+    log.info("%s: %d candidates in %d tasks (%d to run)", src_cfg["type"], len(rows), len(specs), len(todo))
+    label = "per-sample steps" if stage == 0 else f"per-sample steps ({src_cfg['type']})"
+    with progress.stage(label, len(todo)) as advance:
+        ex.map(run_sample_task, todo, on_done=lambda spec, res: advance(1))
+    return specs
+
+
+def _need(recipe: Recipe, pool: list[dict]) -> dict[tuple[str, ...], int]:
+    """Per expected cell, how many accepted samples are missing to reach the quota.
+
+    Counts the samples that need no manual review, after dedup, so that the need (and so what a
+    supplement is asked for) does not change when reviews come in.
+    """
+    rows = [r for r in pool if r.get("review") in (None, "")]
+    rows, _, _ = _dedup(recipe, rows)
+    rows, _ = _filter_cells(recipe, rows)
+    have = Counter(tuple(str(r[g]) for g in recipe.groups) for r in rows)
+    need = {}
+    for cell in _expected_cells(recipe, rows):
+        k = tuple(cell[g] for g in recipe.groups)
+        if have[k] < recipe.quota:
+            need[k] = recipe.quota - have[k]
+    return need
+
+
+def _apply_review(workdir: Path, pool: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
+    """Apply manual review decisions to candidates that need them (``review == "pending"``).
+
+    Accepted ones take the licence and author the reviewer gave; rejected ones and those still
+    awaiting a decision go to the rejects table (step ``review``). The candidates awaiting a
+    decision are listed in ``.fairsets/review/pending.parquet`` for ``fairsets review export``.
+    """
+    from ..publish.metadata import write_table
+
+    path = workdir / "review" / "decisions.parquet"
+    decisions: dict[str, dict[str, Any]] = {}
+    if path.is_file():
+        from ..review import load_decisions
+
+        decisions = load_decisions(path)
+    kept, rejected, pending = [], [], []
+    for row in pool:
+        if row.get("review") != "pending":
+            kept.append(row)
+            continue
+        d = decisions.get(row["key"]) or {}
+        decision = d.get("decision") or ""
+        if decision == "accept":
+            kept.append(
+                {
+                    **row,
+                    "review": "accepted",
+                    "license": d["license"],
+                    "author": d.get("author") or row.get("author"),
+                    "reviewed_at": d.get("reviewed_at"),
+                }
+            )
+            continue
+        if decision == "reject":
+            why = "rejected in manual review" + (f": {d['note']}" if d.get("note") else "")
+        else:
+            why = "awaiting manual review (fairsets review export / import)"
+            pending.append(row)
+        rejected.append({**row, "status": Status.REJECTED.value, "step": "review", "reason": why})
+    write_table(workdir / "review" / "pending.parquet", pending, order=None if pending else ("key", "pool"))
+    return kept, rejected, pending
 
 
 def _collect(workdir: Path, markers: list[dict[str, Any] | None]) -> tuple[list[dict], list[dict], dict]:
@@ -211,7 +334,9 @@ def _dedup(recipe: Recipe, pool: list[dict]) -> tuple[list[dict], list[dict], di
         return pool, [], {"exact": 0, "near": 0}
     from ..vision.dedup import find_duplicates
 
-    dups = find_duplicates(pool, hamming=recipe.dedup.hamming)
+    # Earlier sources win (a supplement's copy of a primary image is the duplicate), then keys.
+    ranked = [{**r, "priority": r.get("_stage") or 0} for r in pool]
+    dups = find_duplicates(ranked, hamming=recipe.dedup.hamming)
     by_key = {d["key"]: d for d in dups}
     kept, rejected = [], []
     for row in pool:
@@ -258,7 +383,11 @@ def _filter_cells(recipe: Recipe, pool: list[dict]) -> tuple[list[dict], list[di
 
 
 def _public_meta(row: dict[str, Any]) -> dict[str, Any]:
-    meta = {k: v for k, v in row.items() if k not in _INTERNAL and k not in ("pool", "key")}
+    meta = {
+        k: v
+        for k, v in row.items()
+        if k not in _INTERNAL and k not in ("pool", "key") and not k.startswith("_")
+    }
     meta["source_sha256"] = meta.pop("pixel_sha256", None)
     ann = json.loads(row.get("annotations") or "{}")
     for k in ("face_box", "face_confidence"):

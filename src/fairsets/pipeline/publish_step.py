@@ -71,6 +71,8 @@ def publish_layout(
     workdir: Path,
     candidates: int,
     steps: list[Any],
+    sources: list[dict[str, Any]] | None = None,
+    pending_review: int = 0,
     step_stats: dict[str, dict[str, int]],
     pool: list[dict[str, Any]],
     rejects: list[dict[str, Any]],
@@ -134,9 +136,20 @@ def publish_layout(
         }
         for s in steps
     ]
-    failed_read = step_stats["failed"].get("read", 0)
-    if failed_read:
-        step_rows.insert(0, {"name": "read", "params": {}, "rejected": 0, "failed": failed_read})
+    # Reading and downloading happen before the steps (the licence check runs before both).
+    pre = [n for n in ("download", "read") if step_stats["failed"].get(n) or step_stats["rejected"].get(n)]
+    first = 1 if steps and steps[0].name == "license" else 0
+    for name in reversed(pre):
+        row = {
+            "name": name,
+            "params": recipe.download.model_dump(mode="json") if name == "download" else {},
+            "rejected": step_stats["rejected"].get(name, 0),
+            "failed": step_stats["failed"].get(name, 0),
+        }
+        step_rows.insert(first, row)
+    reviewed = step_stats["rejected"].get("review", 0)
+    if reviewed:
+        step_rows.append({"name": "review", "params": {}, "rejected": reviewed, "failed": 0})
     step_rows.append(
         {
             "name": "dedup",
@@ -154,6 +167,11 @@ def publish_layout(
     if step_stats["failed"]:
         n = sum(step_stats["failed"].values())
         warnings.append(f"{n} sample(s) failed (unreadable input); re-run with --retry-failed")
+    if pending_review:
+        warnings.append(
+            f"{pending_review} candidate(s) await manual review: fairsets review export {out}, "
+            "then fairsets review import, then build again"
+        )
     noted = [c.label for c in plan.cells if c.notes]
     summary: dict[str, Any] = {
         "name": recipe.name,
@@ -195,6 +213,8 @@ def publish_layout(
         ],
         "counts": {
             "candidates": candidates,
+            "sources": sources or [],
+            "pending_review": pending_review,
             "accepted_before_dedup": len(pool) + dup_counts["exact"] + dup_counts["near"] + outside,
             "accepted": len(pool),
             "duplicates": dup_counts,

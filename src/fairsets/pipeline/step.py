@@ -71,6 +71,8 @@ class Step:
     Params: ClassVar[type[StepParams]] = StepParams
     requires: ClassVar[tuple[tuple[str, str], ...]] = ()
     registered_name: ClassVar[str] = ""
+    needs_bytes: ClassVar[bool] = True
+    """False for steps that only read metadata: leading ones run before the image is read."""
 
     def __init__(self, params: StepParams | dict[str, Any] | None = None) -> None:
         check_requires(f"step {self.name!r}", self.requires)

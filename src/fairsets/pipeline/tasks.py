@@ -96,20 +96,31 @@ def _source(spec: dict[str, Any]) -> Any:
     if key not in _SOURCE_CACHE:
         from ..sources import build_source
 
-        _SOURCE_CACHE[key] = build_source(src["type"], src["params"], Path(src["base_dir"]), src["groups"])
+        workdir = Path(src["workdir"]) if src.get("workdir") else None
+        _SOURCE_CACHE[key] = build_source(
+            src["type"], src["params"], Path(src["base_dir"]), src["groups"], workdir=workdir
+        )
     return _SOURCE_CACHE[key]
 
 
-def _load(rows: list[dict[str, Any]], source: Any) -> Iterator[Sample]:
-    from ..sources import SourceReadError
-
+def _samples(rows: list[dict[str, Any]]) -> Iterator[Sample]:
     for row in rows:
-        meta = {k: v for k, v in row.items() if k != "key"}
-        sample = Sample(key=row["key"], meta=meta)
-        try:
-            sample.data = source.read(row)
-        except SourceReadError as exc:
-            sample.fail("read", str(exc))
+        yield Sample(key=row["key"], meta={k: v for k, v in row.items() if k != "key"})
+
+
+def _read_bytes(samples: Iterator[Sample], source: Any) -> Iterator[Sample]:
+    """Read each still-``ok`` sample's bytes (samples rejected by metadata-only steps are never read)."""
+    from ..sources import SourceReadError, SourceRejected
+
+    for sample in samples:
+        if sample.ok and sample.data is None:
+            row = {"key": sample.key, **sample.meta}
+            try:
+                sample.data = source.read(row)
+            except SourceReadError as exc:
+                sample.fail(exc.step, str(exc))
+            except SourceRejected as exc:
+                sample.reject(exc.step, str(exc))
         yield sample
 
 
@@ -162,8 +173,14 @@ def run_sample_task(spec: dict[str, Any]) -> dict[str, Any]:
         keep_pool = pq.read_table(workdir / previous["pool"])
 
     ctx = StepContext(seed=spec["seed"], task_id=task_id, workdir=workdir)
-    stream: Iterator[Sample] = _load(rows, _source(spec))
-    for step in _steps(spec):
+    steps = _steps(spec)
+    # Leading steps that only look at metadata (the licence check) run before any bytes are read.
+    n_meta = next((i for i, st in enumerate(steps) if st.needs_bytes), len(steps))
+    stream: Iterator[Sample] = _samples(rows)
+    for step in steps[:n_meta]:
+        stream = step.run(stream, ctx)
+    stream = _read_bytes(stream, _source(spec))
+    for step in steps[n_meta:]:
         stream = step.run(stream, ctx)
 
     accepted: list[dict[str, Any]] = []

@@ -1,8 +1,13 @@
 """The ``license`` step: normalise each candidate's licence and apply the licence policy.
 
-Runs first (before any pixel work): a candidate whose licence the policy does not allow (NC, ND,
-unknown, missing) is rejected with the reason, and an allowed one has its ``license`` metadata
-replaced by the normalised id (the original text is kept in ``license_text``).
+Runs first (before any pixel work, and before the image is even read or downloaded): a candidate
+whose licence the policy does not allow (NC, ND, unknown, missing) is rejected with the reason,
+and an allowed one has its ``license`` metadata replaced by the normalised id (the original text
+is kept in ``license_text``).
+
+Candidates awaiting manual review (``review = "pending"``, e.g. web-search results) often carry
+no exact licence yet: the reviewer supplies it (``fairsets review import`` checks it against the
+same policy). They pass this step unless the licence they do carry is identified and refused.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ class LicenseParams(StepParams):
 @STEPS.register("license")
 class LicenseStep(Step):
     Params = LicenseParams
+    needs_bytes = False
 
     def __init__(self, params: Any = None) -> None:
         super().__init__(params)
@@ -33,6 +39,9 @@ class LicenseStep(Step):
     def process(self, sample: Sample, ctx: StepContext) -> Sample:
         text = sample.meta.get("license")
         spdx, allowed, reason = license_decision(text, self._policy)
+        if sample.meta.get("review") == "pending" and not allowed and spdx is None:
+            sample.annotations["license"] = "deferred to manual review"
+            return sample
         if not allowed:
             return sample.reject(self.name, reason)
         sample.meta["license_text"] = text

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["Source", "SourceError", "SourceParams", "SourceReadError", "build_source"]
+__all__ = ["Source", "SourceError", "SourceParams", "SourceReadError", "SourceRejected", "build_source"]
 
 
 class SourceError(ValueError):
@@ -16,6 +16,24 @@ class SourceError(ValueError):
 
 class SourceReadError(OSError):
     """Reading one candidate failed (transient/environmental): the sample is marked ``failed``."""
+
+    def __init__(self, message: str, step: str = "read") -> None:
+        super().__init__(message)
+        self.step = step
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class SourceRejected(Exception):
+    """A candidate can never be read (a policy decision: opt-out, blocked address, HTTP 404...).
+
+    The sample is marked ``rejected`` by ``step`` with the message as reason (not retried).
+    """
+
+    def __init__(self, message: str, step: str = "read") -> None:
+        super().__init__(message)
+        self.step = step
 
 
 class SourceParams(BaseModel):
@@ -29,11 +47,21 @@ class Source:
     unique dot-free ``key`` and its metadata (group attributes, ``identity``, ``license``,
     ``author``, ``source_url``, ``source``, and whatever ``read`` needs, e.g. ``path``).
     ``read(row)`` runs in a worker and returns the candidate's encoded bytes or raises
-    :class:`SourceReadError`.
+    :class:`SourceReadError` (``failed``, retried) or :class:`SourceRejected` (``rejected``).
+
+    Sources whose candidates are URLs set ``downloads = True`` and put a ``url`` in each row;
+    the build downloads them (``fairsets.fetch.download``) before the per-sample steps, and
+    :meth:`read` returns the downloaded bytes. ``workdir`` is the build's work folder (for
+    caches and downloads), set by the build before :meth:`scan`.
+
+    A source used as a *supplement* is asked through :meth:`scan_for` only for the cells that the
+    sources before it left below quota.
     """
 
     Params: ClassVar[type[SourceParams]] = SourceParams
     registered_name: ClassVar[str] = ""
+    downloads: ClassVar[bool] = False
+    workdir: Path | None = None
 
     def __init__(self, params: dict[str, Any], base_dir: Path, groups: list[str]) -> None:
         try:
@@ -51,15 +79,51 @@ class Source:
     def scan(self) -> list[dict[str, Any]]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def read(self, row: dict[str, Any]) -> bytes:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def read(self, row: dict[str, Any]) -> bytes:
+        if self.downloads:
+            return read_downloaded(self.workdir, row)
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def scan_for(self, need: dict[tuple[str, ...], int]) -> list[dict[str, Any]]:
+        """Candidates for the cells (tuples of group values, in ``groups`` order) with need > 0.
+
+        The default scans everything and keeps the rows of those cells; sources that can ask
+        for specific cells (web search) override it.
+        """
+        wanted = {cell for cell, n in need.items() if n > 0}
+        return [r for r in self.scan() if tuple(str(r.get(g)) for g in self.groups) in wanted]
 
 
-def build_source(kind: str, params: dict[str, Any], base_dir: Path, groups: list[str]) -> Source:
+def read_downloaded(workdir: Path | None, row: dict[str, Any]) -> bytes:
+    """The bytes the download phase fetched for ``row`` (see ``fairsets.pipeline.download``)."""
+    status = row.get("_dl_status")
+    if status == "ok":
+        from ..fetch.download import read_image
+
+        if workdir is None:
+            raise SourceReadError("source has no work folder to read downloads from", step="download")
+        try:
+            return read_image(
+                workdir / row["_dl_dir"], {"shard": row["_dl_shard"], "member": row["_dl_member"]}
+            )
+        except (OSError, KeyError) as exc:
+            raise SourceReadError(f"downloaded image is unreadable: {exc}", step="download") from exc
+    if status == "rejected":
+        raise SourceRejected(row.get("_dl_error") or "download refused", step="download")
+    if status == "skipped":
+        raise SourceRejected(row.get("_dl_error") or "not downloaded", step="download")
+    raise SourceReadError(row.get("_dl_error") or "not downloaded", step="download")
+
+
+def build_source(
+    kind: str, params: dict[str, Any], base_dir: Path, groups: list[str], workdir: Path | None = None
+) -> Source:
     from ..registry import SOURCES
 
     try:
         cls = SOURCES.get(kind)
     except KeyError as exc:
         raise SourceError(str(exc.args[0])) from None
-    return cls(params, base_dir, groups)
+    source = cls(params, base_dir, groups)
+    source.workdir = workdir
+    return source
