@@ -143,5 +143,116 @@ def steps_cmd() -> None:
         typer.echo(f"{name}: {fields}")
 
 
+# ------------------------------------------------------------------------------------------ fetch
+fetch_app = typer.Typer(help="Fetch candidate listings from web sources.", no_args_is_help=True)
+app.add_typer(fetch_app, name="fetch")
+
+# ----------------------------------------------------------------------------------------- review
+review_app = typer.Typer(
+    help="Manual review of candidates that need it (web-search results): export a contact sheet, "
+    "import the decisions, build again.",
+    no_args_is_help=True,
+)
+app.add_typer(review_app, name="review")
+
+
+def _workdir(out: Path) -> Path:
+    from .pipeline.build import WORKDIR
+
+    workdir = out / WORKDIR
+    if not workdir.is_dir():
+        _die(f"{out}: not a fairsets build folder (no {WORKDIR}/)")
+    return workdir
+
+
+def _pending(out: Path) -> tuple[Path, list[dict[str, Any]], list[str]]:
+    import json
+
+    import pyarrow.parquet as pq
+
+    workdir = _workdir(out)
+    path = workdir / "review" / "pending.parquet"
+    if not path.is_file():
+        _die(f"{out}: no review listing; run fairsets build first")
+    rows = pq.read_table(path).to_pylist()
+    try:
+        groups = json.loads((out / "manifest.json").read_text())["recipe"]["groups"]
+    except (OSError, ValueError, KeyError):
+        groups = []
+    return workdir, rows, groups
+
+
+@review_app.command("export")
+def review_export_cmd(
+    out: Annotated[Path, typer.Argument(help="The build folder (fairsets build --out).")],
+    to: Annotated[
+        Path | None, typer.Option("--to", help="Folder for review.html and review.csv (default OUT-review).")
+    ] = None,
+) -> None:
+    """Write a contact sheet (HTML) and a CSV of the candidates awaiting review."""
+    import pyarrow.parquet as pq
+
+    from .review import export_review
+
+    workdir, rows, groups = _pending(out)
+    if not rows:
+        typer.echo("nothing awaits review")
+        return
+    images: dict[str, bytes] = {}
+    for pool in sorted({r["pool"] for r in rows}):
+        keys = sorted(r["key"] for r in rows if r["pool"] == pool)
+        t = pq.read_table(workdir / pool, columns=["key", "image"], filters=[("key", "in", keys)])
+        images.update(zip(t["key"].to_pylist(), t["image"].to_pylist(), strict=True))
+    dest = to or out.with_name(out.name + "-review")
+    res = export_review(rows, images.get, dest, columns=groups)
+    typer.echo(f"{res['rows']} candidates to review: open {res['html']}, decide in {res['csv']}")
+    typer.echo(f"then: fairsets review import {out} {res['csv']}")
+
+
+@review_app.command("import")
+def review_import_cmd(
+    out: Annotated[Path, typer.Argument(help="The build folder.")],
+    csv_path: Annotated[Path, typer.Argument(help="The edited review.csv.")],
+) -> None:
+    """Apply review decisions (accept/reject, licence, author); the next build uses them."""
+    from .review import ReviewError, import_review, write_decisions
+
+    workdir, rows, _ = _pending(out)
+    try:
+        decisions = import_review(csv_path, {r["key"]: r for r in rows})
+    except (ReviewError, OSError) as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    write_decisions(workdir / "review" / "decisions.parquet", decisions)
+    n = {d: sum(1 for x in decisions if x["decision"] == d) for d in ("accept", "reject")}
+    typer.echo(f"{n['accept']} accepted, {n['reject']} rejected; run fairsets build again to apply them")
+
+
+# ---------------------------------------------------------------------------------------- publish
+@app.command("publish")
+def publish_cmd(
+    out: Annotated[Path, typer.Argument(help="A built dataset folder (fairsets build --out).")],
+    repo_id: Annotated[str, typer.Option("--repo-id", help="Hub dataset repository, ORG/NAME.")],
+    private: Annotated[bool, typer.Option("--private", help="Create the repository as private.")] = False,
+    revision: Annotated[str | None, typer.Option(help="Branch to upload to (default main).")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List what would be uploaded; upload nothing.")
+    ] = False,
+) -> None:
+    """Verify the layout against manifest.json, then upload it to the Hugging Face Hub.
+
+    The token comes from HF_TOKEN or the login cache (hf auth login) and is never printed.
+    """
+    from .publish.hub import PublishError, format_plan, publish
+
+    _setup_logging(False, False)
+    try:
+        report = publish(out, repo_id, private=private, revision=revision, dry_run=dry_run)
+    except PublishError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    typer.echo(format_plan(report))
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

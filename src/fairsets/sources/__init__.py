@@ -1,6 +1,6 @@
 """Candidate sources. Importing this package registers them."""
 
-from . import local  # noqa: F401
+from . import local, web  # noqa: F401
 from .base import Source, SourceError, SourceReadError, SourceRejected, build_source
 
 __all__ = ["Source", "SourceError", "SourceReadError", "SourceRejected", "build_source"]

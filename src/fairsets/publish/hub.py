@@ -1,0 +1,438 @@
+"""Publishing a verified build to the Hugging Face Hub as a dataset repository.
+
+``publish(out_dir, repo_id, ...)`` is what ``fairsets publish DIR --repo-id ORG/NAME`` runs:
+
+1. :func:`validate_repo_id` checks ``ORG/NAME`` against the Hub's naming rules.
+2. :func:`upload_plan` runs :func:`~fairsets.publish.manifest.verify_layout` and refuses to go on
+   if it reports anything (a tampered or missing file, a stray file not in the manifest, a leftover
+   temporary file, ...). The plan is exactly the manifest's ``files`` map plus ``manifest.json``:
+   stray files are an error, never silently skipped or uploaded; hidden files and folders
+   (``.fairsets/`` work files, the ``.cache/huggingface/`` upload state) are never uploaded.
+3. A dry run stops here: it needs neither a token nor ``huggingface_hub``, and calls nothing.
+4. A real run resolves the token (:func:`resolve_token`), then calls ``create_repo`` (dataset,
+   ``exist_ok=True``), ``create_branch`` for a revision other than ``main``, and uploads the
+   planned files with the resumable folder upload of the installed ``huggingface_hub``:
+   ``upload_large_folder`` where the client has it (0.25 ≤ huggingface_hub < 2; it keeps its
+   progress in ``OUT/.cache/huggingface/``, which the layout check ignores), else
+   ``upload_folder`` (huggingface_hub ≥ 2 with ``hf_xet``: streamed, multi-commit, resumed by
+   re-running the same command). Only the keyword arguments the method accepts are passed.
+
+The token is never logged, never put in an error message, a report or its ``repr``; any text
+coming back from the Hub is scrubbed of it before it is shown.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import inspect
+import json
+import logging
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import quote
+
+from fairsets.publish.atomic import sha256_file
+from fairsets.publish.manifest import MANIFEST, verify_layout
+
+__all__ = [
+    "IGNORE_PATTERNS",
+    "PlannedFile",
+    "PublishError",
+    "PublishReport",
+    "format_plan",
+    "format_size",
+    "publish",
+    "resolve_token",
+    "upload_plan",
+    "validate_repo_id",
+]
+
+logger = logging.getLogger(__name__)
+
+REPO_TYPE = "dataset"
+DEFAULT_BRANCH = "main"
+#: Patterns never uploaded (``fnmatch`` semantics as in huggingface_hub: ``*`` crosses ``/``): every
+#: hidden file or folder at any depth, i.e. the ``.fairsets/`` work directory and the upload state
+#: that ``upload_large_folder`` keeps in ``.cache/huggingface/``.
+IGNORE_PATTERNS: tuple[str, ...] = (".fairsets/*", ".cache/*", ".*", "*/.*")
+NO_TOKEN_MESSAGE = "no Hugging Face token: set HF_TOKEN or run `hf auth login`"
+HUB_EXTRA_HINT = "pip install 'fairsets[hub]'"
+
+_NAME_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?", re.ASCII)
+
+
+class PublishError(RuntimeError):
+    """A publish cannot start or failed; the message is safe to show (it never holds the token)."""
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One file to upload.
+
+    Attributes:
+        path: POSIX path relative to the output directory (and to the repository root).
+        bytes: Size on disk.
+        sha256: Hex digest of the content.
+    """
+
+    path: str
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class PublishReport:
+    """What :func:`publish` did (or, for a dry run, would do).
+
+    Attributes:
+        repo_id: ``ORG/NAME`` of the dataset repository.
+        revision: Branch uploaded to (``main`` unless another was asked for).
+        private: Whether the repository is created private (an existing one keeps its visibility).
+        dry_run: True if nothing was sent.
+        files: The upload plan, sorted by path.
+        total_bytes: Sum of the planned file sizes.
+        url: The repository URL after a real run; None for a dry run.
+    """
+
+    repo_id: str
+    revision: str
+    private: bool
+    dry_run: bool
+    files: list[PlannedFile] = field(default_factory=list)
+    total_bytes: int = 0
+    url: str | None = None
+
+
+def validate_repo_id(repo_id: str) -> str:
+    """Check that ``repo_id`` is ``ORG/NAME`` following the Hub's naming rules.
+
+    Each part: 1 to 96 ASCII letters, digits, ``-``, ``_`` or ``.``; starts and ends with a letter
+    or digit; no ``--`` or ``..``; the name does not end with ``.git``.
+
+    Args:
+        repo_id: Candidate repository id.
+
+    Returns:
+        The repository id, stripped of surrounding whitespace.
+
+    Raises:
+        PublishError: If the id is malformed; the message says which rule is broken.
+    """
+    if not isinstance(repo_id, str) or not repo_id.strip():
+        raise PublishError("repository id is empty: expected ORG/NAME, e.g. my-org/my-dataset")
+    rid = repo_id.strip()
+    parts = rid.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise PublishError(
+            f"invalid repository id {rid!r}: expected exactly ORG/NAME, e.g. my-org/my-dataset"
+        )
+    for label, part in zip(("organisation/user", "dataset name"), parts, strict=True):
+        if not _NAME_RE.fullmatch(part):
+            raise PublishError(
+                f"invalid repository id {rid!r}: the {label} {part!r} must be 1 to 96 characters among "
+                "ASCII letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+            )
+        if "--" in part or ".." in part:
+            raise PublishError(f"invalid repository id {rid!r}: '--' and '..' are not allowed")
+    if parts[1].endswith(".git"):
+        raise PublishError(f"invalid repository id {rid!r}: the name cannot end with '.git'")
+    return rid
+
+
+def _check_relpath(rel: Any) -> str | None:
+    """Return why ``rel`` cannot be uploaded as a repository path, or None if it is fine."""
+    if not isinstance(rel, str) or not rel:
+        return "not a non-empty string"
+    if "\\" in rel or rel.startswith("/"):
+        return "not a relative POSIX path"
+    parts = PurePosixPath(rel).parts
+    if any(p in ("", ".", "..") for p in rel.split("/")):
+        return "contains an empty, '.' or '..' component"
+    if any(p.startswith(".") for p in parts):
+        return "hidden files and folders are never uploaded"
+    return None
+
+
+def upload_plan(out_dir: str | os.PathLike[str]) -> list[PlannedFile]:
+    """Verify a published layout and list the files to upload.
+
+    Runs :func:`~fairsets.publish.manifest.verify_layout` first. Any problem it reports is fatal:
+    a stray file (on disk, not hidden, not in the manifest) is an error, not silently excluded,
+    because the manifest is the record of what a build published.
+
+    Args:
+        out_dir: Output directory of a build.
+
+    Returns:
+        The files of the manifest's ``files`` map plus ``manifest.json``, sorted by path, with
+        their sizes on disk and sha256 (``manifest.json``'s computed here).
+
+    Raises:
+        PublishError: Listing every problem found, one per line.
+    """
+    root = Path(out_dir)
+    problems = verify_layout(root)
+    if problems:
+        raise PublishError(
+            f"{root}: the layout does not match its manifest ({len(problems)} problem"
+            f"{'s' if len(problems) != 1 else ''}); nothing was uploaded:\n"
+            + "\n".join(f"  - {p}" for p in problems)
+        )
+    files = json.loads((root / MANIFEST).read_text(encoding="utf-8"))["files"]
+    bad = [f"{rel!r}: {why}" for rel in files if (why := _check_relpath(rel))]
+    if bad:
+        raise PublishError(
+            f"{root / MANIFEST}: unusable paths in 'files':\n" + "\n".join(f"  - {b}" for b in bad)
+        )
+    plan = [PlannedFile(rel, (root / rel).stat().st_size, entry["sha256"]) for rel, entry in files.items()]
+    plan.append(PlannedFile(MANIFEST, (root / MANIFEST).stat().st_size, sha256_file(root / MANIFEST)))
+    return sorted(plan, key=lambda f: f.path)
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    """Replace every occurrence of ``secret`` in ``text`` (no-op for an empty secret)."""
+    return text.replace(secret, "***") if secret else text
+
+
+def resolve_token(token: str | None = None) -> str:
+    """Find the Hugging Face token: ``token`` > ``HF_TOKEN`` > the login cache (``hf auth login``).
+
+    Args:
+        token: An explicit token; blank values are ignored.
+
+    Returns:
+        The token. Callers must never log or print it.
+
+    Raises:
+        PublishError: If no token is found (the message says how to provide one).
+    """
+    for candidate in (token, os.environ.get("HF_TOKEN")):
+        if candidate and candidate.strip():
+            return candidate.strip()
+    try:
+        from huggingface_hub import get_token
+    except ImportError:  # no login cache without huggingface_hub
+        get_token = None
+    if get_token is not None:
+        try:
+            cached = get_token()
+        except Exception as e:  # e.g. a failed OIDC exchange: report the type only, never its text
+            raise PublishError(f"{NO_TOKEN_MESSAGE} (reading the token failed: {type(e).__name__})") from None
+        if cached and cached.strip():
+            return cached.strip()
+    raise PublishError(NO_TOKEN_MESSAGE)
+
+
+def format_size(n: int) -> str:
+    """Human-readable size with binary units: ``512 B``, ``1.5 KiB``, ``2.0 MiB``."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def format_plan(report: PublishReport) -> str:
+    """Render a report as a table: a header line, one row per file (path, size, bytes), a total.
+
+    Args:
+        report: What :func:`publish` returned.
+
+    Returns:
+        Text without a trailing newline.
+    """
+    target = (
+        f"dataset {report.repo_id} (revision {report.revision}, {'private' if report.private else 'public'})"
+    )
+    n = len(report.files)
+    files = f"{n} file{'s' if n != 1 else ''}"
+    if report.dry_run:
+        head = f"Dry run: would upload {files} ({format_size(report.total_bytes)}) to {target}"
+    else:
+        head = f"Uploaded {files} ({format_size(report.total_bytes)}) to {target}"
+        if report.url:
+            head += f": {report.url}"
+    total_label = f"total ({files})"
+    width = max([len("path"), len(total_label)] + [len(f.path) for f in report.files])
+    sizes = [format_size(f.bytes) for f in report.files] + [format_size(report.total_bytes)]
+    swidth = max(len("size"), *map(len, sizes))
+    bwidth = max(len("bytes"), len(str(report.total_bytes)))
+    rows = [head, f"  {'path':<{width}}  {'size':>{swidth}}  {'bytes':>{bwidth}}"]
+    rows += [
+        f"  {f.path:<{width}}  {s:>{swidth}}  {f.bytes:>{bwidth}}"
+        for f, s in zip(report.files, sizes[:-1], strict=True)
+    ]
+    rows.append(f"  {total_label:<{width}}  {sizes[-1]:>{swidth}}  {report.total_bytes:>{bwidth}}")
+    return "\n".join(rows)
+
+
+def _hub_error_types() -> tuple[type[BaseException], ...]:
+    """Errors raised by huggingface_hub for HTTP, connection and validation failures."""
+    types: list[type[BaseException]] = [OSError, ValueError]  # ConnectionError, OfflineModeIsEnabled, ...
+    try:
+        errors = importlib.import_module("huggingface_hub.errors")
+    except ImportError:
+        return tuple(types)
+    http_error = getattr(errors, "HfHubHTTPError", None)
+    if isinstance(http_error, type):
+        # HfHubHTTPError and the HTTP library's base error (requests/httpx: transport errors too).
+        types += [c for c in http_error.__mro__ if issubclass(c, Exception) and c is not Exception]
+    return tuple(dict.fromkeys(types))
+
+
+def _describe(e: BaseException, token: str | None) -> str:
+    """A one-line, token-free description of a Hub error (with the HTTP status when known)."""
+    status = getattr(getattr(e, "response", None), "status_code", None)
+    text = " ".join(str(e).split()) or type(e).__name__
+    prefix = f"HTTP {status}: " if isinstance(status, int) and str(status) not in text else ""
+    return _scrub(f"{type(e).__name__}: {prefix}{text}", token)
+
+
+def _call(api: Any, name: str, token: str | None, **kwargs: Any) -> Any:
+    """Call ``api.<name>(**kwargs)``, turning Hub errors into a readable, token-free PublishError."""
+    logger.debug("hub call %s(%s)", name, ", ".join(sorted(kwargs)))
+    try:
+        return getattr(api, name)(**kwargs)
+    except PublishError:
+        raise
+    except _hub_error_types() as e:
+        hint = ""
+        status = getattr(getattr(e, "response", None), "status_code", None)
+        if status in (401, 403):
+            hint = " (check that the token is valid and has write access to this namespace)"
+        raise PublishError(
+            f"{name} failed for {kwargs.get('repo_id')}: {_describe(e, token)}{hint}"
+        ) from None
+
+
+def _accepted(method: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Keep the keyword arguments ``method`` accepts (all of them if it takes ``**kwargs``)."""
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return kwargs
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    dropped = sorted(k for k in kwargs if k not in params)
+    if dropped:
+        logger.debug("%s does not take %s; not passed", getattr(method, "__name__", method), dropped)
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
+def _upload_method(api: Any) -> str:
+    """``upload_large_folder`` if the client has it (looked up on the class), else ``upload_folder``."""
+    return (
+        "upload_large_folder"
+        if callable(getattr(type(api), "upload_large_folder", None))
+        else "upload_folder"
+    )
+
+
+def _make_api(token: str) -> Any:
+    try:
+        from huggingface_hub import HfApi
+    except ImportError:
+        raise PublishError(f"publishing to the Hub needs huggingface_hub: {HUB_EXTRA_HINT}") from None
+    return HfApi(token=token)
+
+
+def _repo_url(created: Any, repo_id: str, revision: str) -> str:
+    url = (
+        str(created) if isinstance(created, str) and created else f"https://huggingface.co/datasets/{repo_id}"
+    )
+    return url if revision == DEFAULT_BRANCH else f"{url.rstrip('/')}/tree/{quote(revision, safe='')}"
+
+
+def publish(
+    out_dir: str | os.PathLike[str],
+    repo_id: str,
+    *,
+    private: bool = False,
+    revision: str | None = None,
+    dry_run: bool = False,
+    token: str | None = None,
+    api: Any = None,
+    commit_message: str | None = None,
+    num_workers: int | None = None,
+) -> PublishReport:
+    """Verify a build and upload it to a Hugging Face dataset repository (or only plan it).
+
+    Args:
+        out_dir: Output directory of a build (see :mod:`fairsets.publish`).
+        repo_id: ``ORG/NAME`` of the dataset repository (created if missing).
+        private: Create the repository private (an existing repository keeps its visibility).
+        revision: Branch to upload to; created from ``main`` if missing. Default ``main``.
+            ``refs/pr/N`` uploads to an existing pull request (no branch is created).
+        dry_run: Only validate and plan: no token needed, no call made.
+        token: Explicit token; default ``HF_TOKEN``, then the login cache.
+        api: A client with ``HfApi``'s methods (tests pass a stand-in); default
+            ``huggingface_hub.HfApi(token=...)``. A given client is used as configured.
+        commit_message: Commit title, where the upload method accepts one
+            (``upload_folder`` does, ``upload_large_folder`` does not).
+        num_workers: Upload workers, where the upload method accepts them (``upload_large_folder``).
+
+    Returns:
+        The report; :func:`format_plan` renders it.
+
+    Raises:
+        PublishError: Invalid repository id or revision, a layout that does not match its manifest,
+            no token, missing huggingface_hub, or a failed Hub call (message without the token).
+    """
+    rid = validate_repo_id(repo_id)
+    branch = DEFAULT_BRANCH if revision is None else revision.strip()
+    if not branch or any(c.isspace() for c in branch) or ".." in branch:
+        raise PublishError(f"invalid revision {revision!r}: expected a branch name such as 'main' or 'v1'")
+    root = Path(out_dir)
+    files = upload_plan(root)
+    total = sum(f.bytes for f in files)
+    report = PublishReport(rid, branch, bool(private), bool(dry_run), files, total, None)
+    if dry_run:
+        logger.info(
+            "dry run: %d files (%s) would be uploaded to dataset %s@%s",
+            len(files),
+            format_size(total),
+            rid,
+            branch,
+        )
+        return report
+
+    secret = resolve_token(token)
+    client = api if api is not None else _make_api(secret)
+    logger.info("creating dataset repository %s if missing (private=%s)", rid, bool(private))
+    created = _call(
+        client, "create_repo", secret, repo_id=rid, repo_type=REPO_TYPE, private=bool(private), exist_ok=True
+    )
+    if branch != DEFAULT_BRANCH and not branch.startswith("refs/pr/"):
+        logger.info("creating branch %s of %s if missing", branch, rid)
+        _call(client, "create_branch", secret, repo_id=rid, repo_type=REPO_TYPE, branch=branch, exist_ok=True)
+
+    name = _upload_method(client)
+    method = getattr(client, name)
+    message = commit_message or f"Upload {len(files)} files ({format_size(total)}) with fairsets publish"
+    kwargs = _accepted(
+        method,
+        {
+            "repo_id": rid,
+            "folder_path": str(root),
+            "repo_type": REPO_TYPE,
+            "revision": revision if revision is None else branch,
+            "allow_patterns": [glob.escape(f.path) for f in files],
+            "ignore_patterns": list(IGNORE_PATTERNS),
+            "commit_message": message,
+            "num_workers": num_workers,
+            "print_report": False,  # upload_large_folder prints to stdout; we log instead
+        },
+    )
+    if kwargs.get("num_workers") is None:
+        kwargs.pop("num_workers", None)
+    logger.info("uploading %d files (%s) to %s@%s with %s", len(files), format_size(total), rid, branch, name)
+    _call(client, name, secret, **kwargs)
+    url = _repo_url(created, rid, branch)
+    logger.info("published %s", url)
+    return PublishReport(rid, branch, bool(private), False, files, total, url)

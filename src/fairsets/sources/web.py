@@ -1,0 +1,181 @@
+"""Web sources for recipes: ``wikidata`` (people + Commons images) and ``serpapi`` (image search).
+
+Both list URL candidates on the driver; the build downloads them (``fairsets.pipeline.download``)
+before the per-sample steps, and :meth:`Source.read` returns the downloaded bytes.
+
+``wikidata`` (IndicFairFace §3.1, appendix §7): people per state × gender from a SPARQL endpoint
+(:mod:`fairsets.sources.wikidata`), each assigned to one state by the documented priority, then
+their Commons files' licence, author and a thumbnail URL at ``width`` from the MediaWiki API
+(:mod:`fairsets.sources.commons`). One candidate per (person, image); ``identity`` is the person's
+QID, so a person's images never straddle the train/test split.
+
+``serpapi`` (a supplement): Google Images through SerpAPI with the paper's per-cell queries
+(:mod:`fairsets.sources.serpapi`), asked only for cells below quota. Its candidates await manual
+review (``review = "pending"``): see :mod:`fairsets.review`.
+
+Raw answers of every service are cached under ``cache_dir`` (default: the build's
+``.fairsets/cache``), so a re-run asks nothing again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from ..data import make_key
+from ..registry import SOURCES
+from .base import Source, SourceError, SourceParams
+
+__all__ = ["SerpApiSource", "WikidataSource"]
+
+
+def _cache_dir(source: Source, value: str | None) -> Path | None:
+    if value:
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else source.base_dir / p
+    return source.workdir / "cache" if source.workdir is not None else None
+
+
+class WikidataParams(SourceParams):
+    endpoint: str = "https://query.wikidata.org/sparql"
+    commons_api: str = "https://commons.wikimedia.org/w/api.php"
+    states_file: str | None = None
+    """CSV of the geographic units (qid,name,kind,aliases); default: builders/india_states.csv."""
+    states: list[str] = Field(default_factory=list)
+    """Subset of the units, by QID or name (default: all of them)."""
+    genders: list[str] = Field(default_factory=lambda: ["male", "female"])
+    width: int = Field(default=1024, ge=64, description="width of the Commons thumbnails fetched")
+    page_size: int = Field(default=5000, ge=1)
+    cache_dir: str | None = None
+    contact: str | None = None
+    """Contact for the User-Agent (default: $FAIRSETS_CONTACT)."""
+    state_attr: str = "state"
+    gender_attr: str = "gender"
+
+
+@SOURCES.register("wikidata")
+class WikidataSource(Source):
+    Params = WikidataParams
+    downloads = True
+
+    def _states(self) -> list[Any]:
+        from .wikidata import load_states
+
+        path = None
+        if self.params.states_file:
+            path = Path(self.params.states_file).expanduser()
+            path = path if path.is_absolute() else self.base_dir / path
+        try:
+            states = load_states(path)
+        except (OSError, ValueError) as exc:
+            raise SourceError(f"source wikidata: {exc}") from None
+        if not self.params.states:
+            return states
+        wanted = set(self.params.states)
+        chosen = [s for s in states if s.qid in wanted or s.name in wanted]
+        unknown = wanted - {s.qid for s in chosen} - {s.name for s in chosen}
+        if unknown:
+            raise SourceError(f"source wikidata: unknown states {', '.join(sorted(unknown))}")
+        return chosen
+
+    def scan(self) -> list[dict[str, Any]]:
+        from .commons import file_info, license_row_fields
+        from .wikidata import assign_states, fetch_people
+
+        p = self.params
+        for attr in (p.state_attr, p.gender_attr):
+            if attr not in self.groups:
+                raise SourceError(f"source wikidata: the recipe's groups must include {attr!r}")
+        cache = _cache_dir(self, p.cache_dir)
+        people = fetch_people(
+            self._states(),
+            list(p.genders),
+            endpoint=p.endpoint,
+            cache_dir=cache,
+            page_size=p.page_size,
+            contact=p.contact,
+        )
+        assigned = assign_states(people)
+        infos = file_info(
+            sorted({r["file"] for r in assigned}),
+            api_url=p.commons_api,
+            width=p.width,
+            cache_dir=cache,
+            contact=p.contact,
+        )
+        rows = []
+        for r in assigned:
+            info = infos[r["file"]]
+            fields = license_row_fields(info)
+            row: dict[str, Any] = {
+                "key": make_key("wikidata", f"{r['person']}/{r['file']}"),
+                "source": "wikidata",
+                p.state_attr: r["state_name"],
+                p.gender_attr: r["gender"],
+                "identity": r["person"],
+                "person": r["person"],
+                "label": r["label"],
+                "state_qid": r["state"],
+                "association": r["association"],
+                "associations": r.get("associations"),
+                "file": r["file"],
+                **fields,
+                "license_url": info.get("license_url") or None,
+            }
+            if info.get("error"):
+                row.update(_dl_status="rejected", _dl_error=f"Commons: {info['error']}")
+            rows.append(row)
+        return rows
+
+
+class SerpApiParams(SourceParams):
+    templates: dict[str, str] = Field(
+        default_factory=lambda: {"male": "{state} man face", "female": "{state} woman face"}
+    )
+    per_query: int = Field(default=100, ge=1, le=100)
+    licenses: str | None = "cl"
+    """Google Images usage-rights filter (``cl``: Creative Commons licences)."""
+    backend: str | None = None
+    """SerpAPI base URL (default https://serpapi.com)."""
+    api_key_env: str = "SERPAPI_API_KEY"
+    cache_dir: str | None = None
+    state_attr: str = "state"
+    gender_attr: str = "gender"
+
+
+@SOURCES.register("serpapi")
+class SerpApiSource(Source):
+    Params = SerpApiParams
+    downloads = True
+
+    def scan(self) -> list[dict[str, Any]]:
+        raise SourceError(
+            "source serpapi searches only for cells below quota: use it as a [[supplement]] of a recipe"
+        )
+
+    def scan_for(self, need: dict[tuple[str, ...], int]) -> list[dict[str, Any]]:
+        from .serpapi import SerpApiError, api_key_from_env, supplement_rows
+
+        p = self.params
+        try:
+            key = api_key_from_env(p.api_key_env)
+        except SerpApiError as exc:
+            raise SourceError(f"source serpapi: {exc}") from None
+        cells = [dict(zip(self.groups, cell, strict=True)) for cell in sorted(need) if need[cell] > 0]
+        try:
+            return supplement_rows(
+                cells,
+                need,
+                templates=p.templates,
+                state_attr=p.state_attr,
+                gender_attr=p.gender_attr,
+                per_query=p.per_query,
+                api_key=key,
+                backend=p.backend,
+                licenses=p.licenses,
+                cache_dir=_cache_dir(self, p.cache_dir),
+            )
+        except SerpApiError as exc:
+            raise SourceError(f"source serpapi: {exc}") from None
