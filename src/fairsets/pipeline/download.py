@@ -57,7 +57,8 @@ def download_phase(
     rel = f"downloads/{stage}-{source.registered_name}"
     todo: list[dict[str, Any]] = []
     for r in rows:
-        if r.get("_dl_status"):  # decided by the source itself (e.g. a file Commons does not have)
+        if r.get("_rejected"):  # refused by the source itself (e.g. a file Commons does not have)
+            r.update(_dl_status="skipped", _dl_error=None)
             continue
         if not r.get("url"):
             r.update(_dl_status="rejected", _dl_error="no image URL")

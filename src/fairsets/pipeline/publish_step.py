@@ -36,6 +36,8 @@ _REJECT_COLUMNS = (
     "source",
     "source_path",
     "source_url",
+    "url",
+    "title",
     "license",
     "identity",
 )

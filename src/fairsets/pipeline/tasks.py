@@ -104,8 +104,12 @@ def _source(spec: dict[str, Any]) -> Any:
 
 
 def _samples(rows: list[dict[str, Any]]) -> Iterator[Sample]:
+    """Samples of the task's rows; a row its source already refused (``_rejected``) is rejected."""
     for row in rows:
-        yield Sample(key=row["key"], meta={k: v for k, v in row.items() if k != "key"})
+        sample = Sample(key=row["key"], meta={k: v for k, v in row.items() if k != "key"})
+        if row.get("_rejected"):
+            sample.reject(row.get("_rejected_step") or "source", row["_rejected"])
+        yield sample
 
 
 def _read_bytes(samples: Iterator[Sample], source: Any) -> Iterator[Sample]:

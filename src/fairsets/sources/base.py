@@ -54,6 +54,9 @@ class Source:
     :meth:`read` returns the downloaded bytes. ``workdir`` is the build's work folder (for
     caches and downloads), set by the build before :meth:`scan`.
 
+    A row the source lists but already knows to be unusable (a file the host lost) carries
+    ``_rejected`` (the reason) and ``_rejected_step``: it is rejected before any step runs.
+
     A source used as a *supplement* is asked through :meth:`scan_for` only for the cells that the
     sources before it left below quota.
     """
@@ -103,10 +106,14 @@ def read_downloaded(workdir: Path | None, row: dict[str, Any]) -> bytes:
         if workdir is None:
             raise SourceReadError("source has no work folder to read downloads from", step="download")
         try:
-            return read_image(
-                workdir / row["_dl_dir"], {"shard": row["_dl_shard"], "member": row["_dl_member"]}
-            )
-        except (OSError, KeyError) as exc:
+            stored = {
+                "key": row["key"],
+                "status": "ok",
+                "shard": row["_dl_shard"],
+                "member": row["_dl_member"],
+            }
+            return read_image(workdir / row["_dl_dir"], stored)
+        except (OSError, KeyError, ValueError) as exc:
             raise SourceReadError(f"downloaded image is unreadable: {exc}", step="download") from exc
     if status == "rejected":
         raise SourceRejected(row.get("_dl_error") or "download refused", step="download")

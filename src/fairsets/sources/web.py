@@ -125,7 +125,7 @@ class WikidataSource(Source):
                 "license_url": info.get("license_url") or None,
             }
             if info.get("error"):
-                row.update(_dl_status="rejected", _dl_error=f"Commons: {info['error']}")
+                row.update(_rejected=f"Commons: {info['error']}", _rejected_step="commons")
             rows.append(row)
         return rows
 
