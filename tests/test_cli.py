@@ -75,3 +75,16 @@ def test_validate_and_steps() -> None:
     assert res.exit_code == 0 and "ok: fairsets-example" in res.output
     res = runner.invoke(app, ["steps"])
     assert res.exit_code == 0 and "detect_face" in res.output and "crop" in res.output
+
+
+def test_publish_dry_run_lists_files_and_sizes(example_out: Path) -> None:
+    """``fairsets publish --dry-run`` on the example: every manifest file with its size, no token needed."""
+    import json
+
+    res = CliRunner().invoke(app, ["publish", str(example_out), "--repo-id", "someone/example", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    files = json.loads((example_out / "manifest.json").read_text())["files"]
+    for rel in [*files, "manifest.json"]:
+        line = next(ln for ln in res.output.splitlines() if rel in ln)
+        assert str((example_out / rel).stat().st_size) in line
+    assert ".fairsets" not in res.output
