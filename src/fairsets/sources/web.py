@@ -28,7 +28,7 @@ from ..data import make_key
 from ..registry import SOURCES
 from .base import Source, SourceError, SourceParams
 
-__all__ = ["SerpApiSource", "WikidataSource"]
+__all__ = ["SerpApiSource", "UrlsSource", "WikidataSource"]
 
 
 def _cache_dir(source: Source, value: str | None) -> Path | None:
@@ -179,3 +179,71 @@ class SerpApiSource(Source):
             )
         except SerpApiError as exc:
             raise SourceError(f"source serpapi: {exc}") from None
+
+
+class UrlsParams(SourceParams):
+    path: str
+    """CSV or Parquet listing (relative to the recipe): a URL column, the group attributes, license."""
+    url_column: str = "url"
+    rename: dict[str, str] = Field(default_factory=dict)
+    defaults: dict[str, str] = Field(default_factory=dict)
+
+
+@SOURCES.register("urls")
+class UrlsSource(Source):
+    """A listing of image URLs with metadata (img2dataset's input shape), downloaded by the build.
+
+    Required columns: the URL column, every group attribute and ``license``; optional:
+    ``identity`` (person id; default: each URL its own identity), ``author``, ``source_url``,
+    ``title``; other columns are kept as metadata. ``rename``/``defaults`` as for ``local``.
+    """
+
+    Params = UrlsParams
+    downloads = True
+
+    def scan(self) -> list[dict[str, Any]]:
+        from .local import LocalSource
+
+        p = self.params
+        listing = Path(p.path).expanduser()
+        listing = listing if listing.is_absolute() else self.base_dir / listing
+        if not listing.is_file():
+            raise SourceError(f"source urls: no such listing: {listing}")
+        raw = LocalSource._read_listing(self, listing)  # type: ignore[arg-type]
+        theirs = dict(p.rename)
+        required = [p.url_column, *self.groups, "license"]
+        present = set(raw[0]) if raw else set()
+        missing = [c for c in required if theirs.get(c, c) not in present and c not in p.defaults]
+        if missing:
+            raise SourceError(f"source urls {listing}: missing required column(s) {', '.join(missing)}")
+        rows, seen = [], set()
+        for i, r in enumerate(raw):
+
+            def get(name: str, r: dict[str, Any] = r) -> Any:
+                v = r.get(theirs.get(name, name))
+                if v is None or (isinstance(v, str) and not v.strip()):
+                    v = p.defaults.get(name)
+                return v.strip() if isinstance(v, str) else v
+
+            url = get(p.url_column)
+            if not url:
+                raise SourceError(f"source urls {listing}: row {i + 1} has no {p.url_column!r}")
+            key = make_key("urls", str(url))
+            if key in seen:
+                raise SourceError(f"source urls {listing}: URL listed twice: row {i + 1}")
+            seen.add(key)
+            row: dict[str, Any] = {"key": key, "source": "urls", "url": str(url)}
+            for g in self.groups:
+                if get(g) is None:
+                    raise SourceError(f"source urls {listing}: row {i + 1} has no value for {g!r}")
+                row[g] = str(get(g))
+            row["license"] = get("license")
+            row["identity"] = str(get("identity") or key)
+            for name in ("author", "source_url", "title"):
+                row[name] = get(name)
+            for col, v in r.items():
+                ours = next((o for o, t in theirs.items() if t == col), col)
+                if ours not in row and ours != p.url_column:
+                    row[ours] = None if v is None else str(v)
+            rows.append(row)
+        return rows
