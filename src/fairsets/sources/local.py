@@ -26,7 +26,7 @@ from ..data import make_key
 from ..registry import SOURCES
 from .base import Source, SourceError, SourceParams, SourceReadError
 
-__all__ = ["IMAGE_EXTENSIONS", "LocalSource"]
+__all__ = ["IMAGE_EXTENSIONS", "LocalSource", "keep_other_columns", "listing_value"]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
 OPTIONAL = ("identity", "author", "source_url", "title")
@@ -41,6 +41,22 @@ class LocalParams(SourceParams):
     extensions: list[str] = Field(default_factory=lambda: list(IMAGE_EXTENSIONS))
     prepare: str | None = None
     """``file.py:function`` (relative to the recipe) called with the listing path to create it."""
+
+
+def listing_value(raw: dict[str, Any], name: str, theirs: dict[str, str], defaults: dict[str, str]) -> Any:
+    """Our column ``name`` of a listing row (renamed via ``theirs``), else its default; stripped."""
+    v = raw.get(theirs.get(name, name))
+    if v is None or (isinstance(v, str) and not v.strip()) or v != v:  # v != v: NaN
+        v = defaults.get(name)
+    return v.strip() if isinstance(v, str) else v
+
+
+def keep_other_columns(row: dict[str, Any], raw: dict[str, Any], theirs: dict[str, str], skip: str) -> None:
+    """Copy the listing's remaining columns (under our names) into ``row`` as metadata strings."""
+    for col, v in raw.items():
+        ours = next((o for o, t in theirs.items() if t == col), col)
+        if ours not in row and ours != skip:
+            row[ours] = None if v is None else str(v)
 
 
 @SOURCES.register("local")
@@ -137,10 +153,7 @@ class LocalSource(Source):
         for i, raw in enumerate(rows):
 
             def get(name: str, raw: dict[str, Any] = raw) -> Any:
-                v = raw.get(theirs.get(name, name))
-                if v is None or (isinstance(v, str) and not v.strip()) or v != v:  # v != v: NaN
-                    v = p.defaults.get(name)
-                return v.strip() if isinstance(v, str) else v
+                return listing_value(raw, name, theirs, p.defaults)
 
             img = get(p.image_column)
             if not img:
@@ -167,10 +180,7 @@ class LocalSource(Source):
             for name in OPTIONAL:
                 v = get(name)
                 row[name] = None if v is None else str(v)
-            for col, v in raw.items():
-                ours = next((o for o, t in theirs.items() if t == col), col)
-                if ours not in row and ours != p.image_column:
-                    row[ours] = None if v is None else str(v)
+            keep_other_columns(row, raw, theirs, skip=p.image_column)
             out.append(row)
         return out
 

@@ -202,7 +202,7 @@ class UrlsSource(Source):
     downloads = True
 
     def scan(self) -> list[dict[str, Any]]:
-        from .local import LocalSource
+        from .local import LocalSource, keep_other_columns, listing_value
 
         p = self.params
         listing = Path(p.path).expanduser()
@@ -220,10 +220,7 @@ class UrlsSource(Source):
         for i, r in enumerate(raw):
 
             def get(name: str, r: dict[str, Any] = r) -> Any:
-                v = r.get(theirs.get(name, name))
-                if v is None or (isinstance(v, str) and not v.strip()):
-                    v = p.defaults.get(name)
-                return v.strip() if isinstance(v, str) else v
+                return listing_value(r, name, theirs, p.defaults)
 
             url = get(p.url_column)
             if not url:
@@ -241,9 +238,6 @@ class UrlsSource(Source):
             row["identity"] = str(get("identity") or key)
             for name in ("author", "source_url", "title"):
                 row[name] = get(name)
-            for col, v in r.items():
-                ours = next((o for o, t in theirs.items() if t == col), col)
-                if ours not in row and ours != p.url_column:
-                    row[ours] = None if v is None else str(v)
+            keep_other_columns(row, r, theirs, skip=p.url_column)
             rows.append(row)
         return rows
