@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from egress import no_egress  # noqa: F401  (a fixture for every test: no connection leaves loopback)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")

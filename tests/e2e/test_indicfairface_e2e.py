@@ -12,7 +12,6 @@ import csv
 import importlib.util
 import json
 import logging
-import socket
 import sys
 from pathlib import Path
 
@@ -220,24 +219,6 @@ def serpapi(srv: LoopbackServer):
     return handler
 
 
-@pytest.fixture
-def no_leaving(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Make any non-loopback connection impossible (and recorded) in this process."""
-    attempts: list[str] = []
-    real_connect = socket.socket.connect
-
-    def connect(self: socket.socket, address: object) -> object:
-        host = address[0] if isinstance(address, tuple) else str(address)
-        loopback = isinstance(host, str) and (host.startswith("127.") or host in ("::1", "localhost"))
-        if not loopback and self.family in (socket.AF_INET, socket.AF_INET6):
-            attempts.append(host)
-            raise OSError(f"test forbids connecting to {host}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    return attempts
-
-
 def _recipe(endpoint: str, srv: LoopbackServer):
     """The shipped recipe with loopback endpoints, two states and a quota of 2."""
     from fairsets.config import parse_recipe
@@ -263,7 +244,7 @@ def _published(out: Path, variant: str = "imbalanced") -> list[dict]:
     return rows
 
 
-def test_indicfairface_end_to_end(tmp_path, monkeypatch, caplog, no_leaving):
+def test_indicfairface_end_to_end(tmp_path, monkeypatch, caplog, no_egress):
     from typer.testing import CliRunner
 
     from fairsets.cli import app
@@ -316,7 +297,7 @@ def test_indicfairface_end_to_end(tmp_path, monkeypatch, caplog, no_leaving):
         assert web["gone.jpg"][0] == "download" and "404" in web["gone.jpg"][1]
         assert web["to-private.jpg"][0] == "download"
         assert PRIVATE in web["to-private.jpg"][1] or "private" in web["to-private.jpg"][1].lower()
-        assert no_leaving == []  # the guard refused before any connection was tried
+        assert no_egress.attempts == []  # the guard refused before any connection was tried
         assert srv.hits("/web/optout.jpg") == 1  # downloaded once, refused on its header
         # web candidates that passed the face pipeline await review; nothing from them is published
         awaiting = {k for k, (step, why) in rej.items() if step == "review" and "awaiting" in why}
