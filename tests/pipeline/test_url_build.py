@@ -110,3 +110,37 @@ def test_urls_build_downloads_and_retries_only_failed(tmp_path: Path) -> None:
     assert "slow.jpg" not in {
         r["url"].rsplit("/", 1)[-1] for r in pq.read_table(out / "rejects.parquet").to_pylist()
     }
+
+
+def test_retry_failed_with_a_supplement_keeps_what_still_fails(tmp_path: Path) -> None:
+    """``--retry-failed`` in a recipe with a supplement: a download that fails again stays ``failed``."""
+    from fairsets.config import load_recipe
+    from fairsets.pipeline.build import build
+    from helpers import write_candidates
+
+    hopper = jpeg(portraits()[1])  # the local supplement's Goa candidates are astronaut crops
+    with LoopbackServer() as srv:
+        jpg = {"Content-Type": "image/jpeg"}
+        srv.route("/a.jpg", lambda req: Response(200, jpg, hopper))
+        srv.route("/slow.jpg", lambda req: Response(200, jpg, hopper, delay=3.0))
+        listing = tmp_path / "urls.csv"
+        with listing.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["url", "state", "gender", "license"])
+            w.writerow([srv.url("/a.jpg"), "Goa", "female", "CC0-1.0"])
+            w.writerow([srv.url("/slow.jpg"), "Goa", "male", "CC0-1.0"])
+        local = write_candidates(tmp_path / "local", 4)
+        recipe_path = tmp_path / "r.toml"
+        recipe_path.write_text(
+            RECIPE.format(listing=listing.as_posix())
+            + f'\n[[supplement]]\ntype = "local"\npath = "{local.as_posix()}"\n'
+            + '\n[cells]\nstate = ["Goa"]\ngender = ["female", "male"]\n'
+        )
+        recipe = load_recipe(recipe_path)
+        out = tmp_path / "out"
+        build(recipe, out)
+        build(recipe, out, retry_failed=True)  # the slow route is still too slow
+        assert srv.hits("/slow.jpg") == 2
+    rej = {r["url"]: r for r in pq.read_table(out / "rejects.parquet").to_pylist() if r["source"] == "urls"}
+    assert (rej[srv.url("/slow.jpg")]["status"], rej[srv.url("/slow.jpg")]["step"]) == ("failed", "download")
+    assert {r["source"] for r in _published(out)} == {"urls", "local"}

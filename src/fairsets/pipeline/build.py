@@ -116,7 +116,7 @@ def build(
             n_candidates = len(candidates)
             sources_summary = [{"type": recipe.source.type, "stage": 0, "candidates": len(candidates)}]
             for stage, sup_cfg in enumerate(recipe.supplement, start=1):
-                pool, _, _ = _collect(workdir, [sample_task_done(s) for s in specs])
+                pool, _, _ = _collect(workdir, specs)
                 need = _need(recipe, pool)
                 entry = {"type": sup_cfg.type, "stage": stage, "candidates": 0, "cells": len(need)}
                 sources_summary.append(entry)
@@ -130,8 +130,7 @@ def build(
                 n_candidates += len(rows)
                 specs += _run_stage(stage, source, rows, ex=ex, **stage_args)
 
-            markers = [read_marker(sample_marker(workdir, s["task_id"])) for s in specs]
-            pool, rejects, step_stats = _collect(workdir, markers)
+            pool, rejects, step_stats = _collect(workdir, specs)
             pool, review_rejects, pending = _apply_review(workdir, pool)
             pool, dup_rejects, dup_counts = _dedup(recipe, pool)
             pool, cell_rejects = _filter_cells(recipe, pool)
@@ -297,13 +296,17 @@ def _apply_review(workdir: Path, pool: list[dict]) -> tuple[list[dict], list[dic
     return kept, rejected, pending
 
 
-def _collect(workdir: Path, markers: list[dict[str, Any] | None]) -> tuple[list[dict], list[dict], dict]:
-    """Read every task's pool metadata (not the image bytes) and rejects with DuckDB; sum the stats."""
+def _collect(workdir: Path, specs: list[dict[str, Any]]) -> tuple[list[dict], list[dict], dict]:
+    """Read every task's pool metadata (not the image bytes) and rejects with DuckDB; sum the stats.
+
+    Reads each task's marker as it is (with ``--retry-failed`` a task may still hold failed samples
+    after its retry: they are part of the result, not a reason to re-run it here).
+    """
     import duckdb
 
     stats: dict[str, Counter[str]] = {"rejected": Counter(), "failed": Counter()}
     pools, rejects = [], []
-    for m in markers:
+    for m in (read_marker(sample_marker(workdir, s["task_id"])) for s in specs):
         if m is None:  # the executor raised before this point if a task failed
             raise BuildError("a per-sample task finished without its marker")
         pools.append(str(workdir / m["pool"]))
