@@ -79,6 +79,11 @@ class Source:
         self.base_dir = base_dir
         self.groups = groups
 
+    def resolve_path(self, value: str) -> Path:
+        """A path from the recipe: ``~`` expanded, relative ones taken from the recipe's folder."""
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else self.base_dir / p
+
     def scan(self) -> list[dict[str, Any]]:  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -26,7 +26,14 @@ from ..data import make_key
 from ..registry import SOURCES
 from .base import Source, SourceError, SourceParams, SourceReadError
 
-__all__ = ["IMAGE_EXTENSIONS", "LocalSource", "keep_other_columns", "listing_value"]
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "LocalSource",
+    "check_columns",
+    "keep_other_columns",
+    "listing_value",
+    "read_listing",
+]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
 OPTIONAL = ("identity", "author", "source_url", "title")
@@ -41,6 +48,37 @@ class LocalParams(SourceParams):
     extensions: list[str] = Field(default_factory=lambda: list(IMAGE_EXTENSIONS))
     prepare: str | None = None
     """``file.py:function`` (relative to the recipe) called with the listing path to create it."""
+
+
+def read_listing(path: Path) -> list[dict[str, Any]]:
+    """The rows of a CSV or Parquet listing; :class:`SourceError` if unreadable or of another kind."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".csv":
+            with path.open(newline="", encoding="utf-8") as fh:
+                return [dict(r) for r in csv.DictReader(fh)]
+        if suffix in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path).to_pylist()
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:
+        raise SourceError(f"source.path: cannot read listing {path}: {exc}") from None
+    raise SourceError(f"source.path: {path} is neither a folder nor a .csv/.parquet listing")
+
+
+def check_columns(
+    rows: list[dict[str, Any]],
+    required: list[str],
+    theirs: dict[str, str],
+    defaults: dict[str, str],
+    where: str,
+) -> None:
+    """Raise :class:`SourceError` naming every required column a listing lacks (and has no default for)."""
+    present = set(rows[0]) if rows else set()
+    missing = [c for c in required if theirs.get(c, c) not in present and c not in defaults]
+    if missing:
+        have = ", ".join(sorted(present)) or "none"
+        raise SourceError(f"{where}: missing required column(s) {', '.join(missing)} (columns: {have})")
 
 
 def listing_value(raw: dict[str, Any], name: str, theirs: dict[str, str], defaults: dict[str, str]) -> Any:
@@ -65,8 +103,7 @@ class LocalSource(Source):
 
     @property
     def location(self) -> Path:
-        p = Path(self.params.path).expanduser()
-        return p if p.is_absolute() else self.base_dir / p
+        return self.resolve_path(self.params.path)
 
     def _prepare(self) -> None:
         if not self.params.prepare:
@@ -89,25 +126,10 @@ class LocalSource(Source):
         if loc.is_dir():
             rows, root = self._scan_folder(loc), loc
         elif loc.is_file():
-            rows, root = self._read_listing(loc), loc.parent
+            rows, root = read_listing(loc), loc.parent
         else:
             raise SourceError(f"source.path: no such file or folder: {loc}")
         return self._normalise(rows, root)
-
-    # -- listing ----------------------------------------------------------------------------
-    def _read_listing(self, path: Path) -> list[dict[str, Any]]:
-        suffix = path.suffix.lower()
-        try:
-            if suffix == ".csv":
-                with path.open(newline="", encoding="utf-8") as fh:
-                    return [dict(r) for r in csv.DictReader(fh)]
-            if suffix in (".parquet", ".pq"):
-                import pyarrow.parquet as pq
-
-                return pq.read_table(path).to_pylist()
-        except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:
-            raise SourceError(f"source.path: cannot read listing {path}: {exc}") from None
-        raise SourceError(f"source.path: {path} is neither a folder nor a .csv/.parquet listing")
 
     def _scan_folder(self, root: Path) -> list[dict[str, Any]]:
         exts = {e.lower() for e in self.params.extensions}
@@ -142,13 +164,7 @@ class LocalSource(Source):
         p = self.params
         theirs = {ours: col for ours, col in p.rename.items()}
         required = [p.image_column, *self.groups, "license"]
-        present = set(rows[0]) if rows else set()
-        missing = [c for c in required if theirs.get(c, c) not in present and c not in p.defaults]
-        if missing:
-            have = ", ".join(sorted(present)) or "none"
-            raise SourceError(
-                f"source {self.location}: missing required column(s) {', '.join(missing)} (columns: {have})"
-            )
+        check_columns(rows, required, theirs, p.defaults, where=f"source {self.location}")
         out, seen = [], set()
         for i, raw in enumerate(rows):
 

@@ -33,8 +33,7 @@ __all__ = ["SerpApiSource", "UrlsSource", "WikidataSource"]
 
 def _cache_dir(source: Source, value: str | None) -> Path | None:
     if value:
-        p = Path(value).expanduser()
-        return p if p.is_absolute() else source.base_dir / p
+        return source.resolve_path(value)
     return source.workdir / "cache" if source.workdir is not None else None
 
 
@@ -63,10 +62,7 @@ class WikidataSource(Source):
     def _states(self) -> list[Any]:
         from .wikidata import load_states
 
-        path = None
-        if self.params.states_file:
-            path = Path(self.params.states_file).expanduser()
-            path = path if path.is_absolute() else self.base_dir / path
+        path = self.resolve_path(self.params.states_file) if self.params.states_file else None
         try:
             states = load_states(path)
         except (OSError, ValueError) as exc:
@@ -202,20 +198,17 @@ class UrlsSource(Source):
     downloads = True
 
     def scan(self) -> list[dict[str, Any]]:
-        from .local import LocalSource, keep_other_columns, listing_value
+        from .local import check_columns, keep_other_columns, listing_value, read_listing
 
         p = self.params
-        listing = Path(p.path).expanduser()
-        listing = listing if listing.is_absolute() else self.base_dir / listing
+        listing = self.resolve_path(p.path)
         if not listing.is_file():
             raise SourceError(f"source urls: no such listing: {listing}")
-        raw = LocalSource._read_listing(self, listing)  # type: ignore[arg-type]
+        raw = read_listing(listing)
         theirs = dict(p.rename)
-        required = [p.url_column, *self.groups, "license"]
-        present = set(raw[0]) if raw else set()
-        missing = [c for c in required if theirs.get(c, c) not in present and c not in p.defaults]
-        if missing:
-            raise SourceError(f"source urls {listing}: missing required column(s) {', '.join(missing)}")
+        check_columns(
+            raw, [p.url_column, *self.groups, "license"], theirs, p.defaults, f"source urls {listing}"
+        )
         rows, seen = [], set()
         for i, r in enumerate(raw):
 
