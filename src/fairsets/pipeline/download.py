@@ -50,7 +50,6 @@ def download_phase(
 ) -> dict[str, int]:
     """Download the URLs of ``rows`` (in place: adds the ``_dl_*`` fields). Returns status counts."""
     from ..fetch.download import download_urls
-    from ..publish.attribution import license_decision
 
     progress = progress or Progress(enabled=False)
     license_step = next((s for s in steps if s.name == "license"), None)
@@ -64,7 +63,7 @@ def download_phase(
             r.update(_dl_status="rejected", _dl_error="no image URL")
             continue
         if license_step is not None and r.get("review") != "pending":
-            _, allowed, reason = license_decision(r.get("license"), license_step._policy)
+            _, allowed, reason = license_step.decide(r.get("license"))
             if not allowed:
                 r.update(_dl_status="skipped", _dl_error=f"not downloaded: {reason}")
                 continue

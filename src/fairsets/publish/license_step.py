@@ -36,9 +36,13 @@ class LicenseStep(Step):
         super().__init__(params)
         self._policy = load_policy(self.params.policy)
 
+    def decide(self, text: str | None) -> tuple[str | None, bool, str]:
+        """``(spdx, allowed, reason)`` for a licence text under this step's policy."""
+        return license_decision(text, self._policy)
+
     def process(self, sample: Sample, ctx: StepContext) -> Sample:
         text = sample.meta.get("license")
-        spdx, allowed, reason = license_decision(text, self._policy)
+        spdx, allowed, reason = self.decide(text)
         if sample.meta.get("review") == "pending" and not allowed and spdx is None:
             sample.annotations["license"] = "deferred to manual review"
             return sample

@@ -37,7 +37,15 @@ def _cache_dir(source: Source, value: str | None) -> Path | None:
     return source.workdir / "cache" if source.workdir is not None else None
 
 
-class WikidataParams(SourceParams):
+class _CellParams(SourceParams):
+    """What the web sources share: the answer cache and which group attributes are state and gender."""
+
+    cache_dir: str | None = None
+    state_attr: str = "state"
+    gender_attr: str = "gender"
+
+
+class WikidataParams(_CellParams):
     endpoint: str = "https://query.wikidata.org/sparql"
     commons_api: str = "https://commons.wikimedia.org/w/api.php"
     states_file: str | None = None
@@ -47,11 +55,8 @@ class WikidataParams(SourceParams):
     genders: list[str] = Field(default_factory=lambda: ["male", "female"])
     width: int = Field(default=1024, ge=64, description="width of the Commons thumbnails fetched")
     page_size: int = Field(default=5000, ge=1)
-    cache_dir: str | None = None
     contact: str | None = None
     """Contact for the User-Agent (default: $FAIRSETS_CONTACT)."""
-    state_attr: str = "state"
-    gender_attr: str = "gender"
 
 
 @SOURCES.register("wikidata")
@@ -126,7 +131,7 @@ class WikidataSource(Source):
         return rows
 
 
-class SerpApiParams(SourceParams):
+class SerpApiParams(_CellParams):
     templates: dict[str, str] = Field(
         default_factory=lambda: {"male": "{state} man face", "female": "{state} woman face"}
     )
@@ -136,9 +141,6 @@ class SerpApiParams(SourceParams):
     backend: str | None = None
     """SerpAPI base URL (default https://serpapi.com)."""
     api_key_env: str = "SERPAPI_API_KEY"
-    cache_dir: str | None = None
-    state_attr: str = "state"
-    gender_attr: str = "gender"
 
 
 @SOURCES.register("serpapi")
