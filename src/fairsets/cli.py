@@ -323,5 +323,274 @@ def publish_cmd(
     typer.echo(format_plan(report))
 
 
+# ------------------------------------------------------------------------------------------ audit
+audit_app = typer.Typer(help="Audit models on a published dataset.", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
+
+_MODEL_HELP = (
+    "Model: an open_clip name (ViT-B-32, hf-hub:ORG/NAME) or hf:HUB_ID / hf:LOCAL_DIR for transformers."
+)
+_PRETRAINED_HELP = (
+    "Weights: an open_clip tag (openai, laion2b_s34b_b79k, ...) or a local weights file; "
+    "'none' = random weights (tests, dry runs)."
+)
+
+
+def _load_vlm(model: str, pretrained: str | None, device: str) -> Any:
+    from .models import ModelUnavailable, load_vlm
+
+    try:
+        return load_vlm(model, pretrained, device=device)
+    except (ModelUnavailable, ValueError) as exc:
+        _die(str(exc))
+
+
+@audit_app.command("vlm")
+def audit_vlm_cmd(
+    dataset: Annotated[Path, typer.Argument(help="A published dataset folder (fairsets build --out).")],
+    model: Annotated[str, typer.Option("--model", "-m", help=_MODEL_HELP)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for audit.json and report.html.")],
+    pretrained: Annotated[str | None, typer.Option(help=_PRETRAINED_HELP)] = None,
+    attribute: Annotated[str, typer.Option(help="Metadata column whose groups are compared.")] = "state",
+    k: Annotated[int, typer.Option("--k", help="Top-k retrieval size.", min=1)] = 500,
+    prompts: Annotated[
+        Path | None,
+        typer.Option(help="Prompt file (TOML/JSON sets, or .txt one per line); default: the paper's."),
+    ] = None,
+    variant: Annotated[str | None, typer.Option(help="Dataset variant (default balanced).")] = None,
+    split: Annotated[
+        list[str] | None, typer.Option("--split", help="Split(s) to evaluate (default test, else all).")
+    ] = None,
+    debias: Annotated[
+        Path | None,
+        typer.Option("--debias", help="A debias transform (fairsets debias fit) to evaluate too."),
+    ] = None,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
+    batch_size: Annotated[int, typer.Option(help="Images per forward pass.", min=1)] = 32,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="Embedding cache (default DATASET/.fairsets/embeddings).")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
+) -> None:
+    """Top-k group distributions, JSD from uniform, per-group similarity, robustness, job simulation."""
+    from .audit.dataset import DatasetError
+    from .audit.prompts import default_prompts, load_prompts
+    from .audit.vlm import AUDIT_FILE, REPORT_FILE, run_vlm_audit
+    from .pipeline.progress import Progress
+
+    _setup_logging(False, quiet)
+    try:
+        spec = load_prompts(prompts) if prompts else default_prompts()
+    except (OSError, ValueError) as exc:
+        _die(str(exc))
+    vlm = _load_vlm(model, pretrained, device)
+    try:
+        doc = run_vlm_audit(
+            dataset,
+            vlm,
+            attribute=attribute,
+            k=k,
+            out=out,
+            prompts=spec,
+            variant=variant,
+            splits=split,
+            transform=debias,
+            batch_size=batch_size,
+            cache_dir=cache_dir,
+            progress=Progress(False if quiet else None),
+        )
+    except (DatasetError, ValueError, OSError) as exc:
+        _die(str(exc))
+    if quiet:
+        return
+    table = Table(title=f"{doc['model_id']} on {doc['dataset']} ({doc['variant']}/{','.join(doc['splits'])})")
+    for col in ("prompt", "embeddings", f"JSD top-{doc['k']}", "std of group means", "mean sim"):
+        table.add_column(col)
+    for r in doc["results"]:
+        if r["primary"]:
+            m = r["metrics"]
+            table.add_row(
+                r["prompt"],
+                r["embeddings"],
+                f"{m['jsd_uniform']:.4f}",
+                f"{m['mean_similarity_std']:.4f}",
+                f"{m['mean_similarity']:.4f}",
+            )
+    Console().print(table)
+    if doc.get("skipped"):
+        typer.echo(f"{len(doc['skipped'])} image(s) skipped (see audit.json 'skipped')")
+    typer.echo(f"wrote {out / AUDIT_FILE} and {out / REPORT_FILE}")
+
+
+@audit_app.command("utility")
+def audit_utility_cmd(
+    data: Annotated[Path, typer.Argument(help="Labelled images: a folder of class folders, or Parquet.")],
+    model: Annotated[str, typer.Option("--model", "-m", help=_MODEL_HELP)],
+    pretrained: Annotated[str | None, typer.Option(help=_PRETRAINED_HELP)] = None,
+    debias: Annotated[
+        Path | None, typer.Option("--debias", help="A debias transform to compare with.")
+    ] = None,
+    template: Annotated[str, typer.Option(help="Class prompt template.")] = "a photo of a {}.",
+    k: Annotated[
+        list[int] | None, typer.Option("--k", help="recall@k values; repeat (default 1 5 10).")
+    ] = None,
+    label_column: Annotated[str, typer.Option(help="Parquet label column.")] = "label",
+    image_column: Annotated[str, typer.Option(help="Parquet image column.")] = "image",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write utility.json here.")] = None,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Zero-shot accuracy and text-to-image recall@k, before vs after debiasing."""
+    import json
+
+    from .audit.utility import evaluate_utility
+    from .debias.transform import DebiasTransform
+    from .pipeline.progress import Progress
+    from .publish.atomic import atomic_write_text
+
+    _setup_logging(False, quiet)
+    try:
+        transform = DebiasTransform.load(debias) if debias else None
+    except (OSError, ValueError) as exc:
+        _die(str(exc))
+    vlm = _load_vlm(model, pretrained, device)
+    try:
+        res = evaluate_utility(
+            vlm,
+            data,
+            transform=transform,
+            template=template,
+            ks=k or (1, 5, 10),
+            label_column=label_column,
+            image_column=image_column,
+            progress=Progress(False if quiet else None),
+        )
+    except (ValueError, OSError) as exc:
+        _die(str(exc))
+    text = json.dumps(res, indent=2, ensure_ascii=False) + "\n"
+    if out:
+        atomic_write_text(out / "utility.json", text)
+    table = Table(title=f"{res['model_id']}: {res['n_images']} images, {len(res['classes'])} classes")
+    table.add_column("metric")
+    table.add_column("original")
+    if "debiased" in res:
+        table.add_column("debiased")
+        table.add_column("drop")
+    for name, value in res["original"].items():
+        row = [name, f"{value:.4f}"]
+        if "debiased" in res:
+            row += [f"{res['debiased'][name]:.4f}", f"{res['drop'][name]:+.4f}"]
+        table.add_row(*row)
+    Console().print(table)
+    if res["skipped"]:
+        typer.echo(
+            f"{len(res['skipped'])} item(s) skipped: {res['skipped'][0]['id']}: {res['skipped'][0]['reason']}"
+        )
+
+
+# ----------------------------------------------------------------------------------------- debias
+debias_app = typer.Typer(help="Remove a group attribute from embeddings (INLP, LEACE).", no_args_is_help=True)
+app.add_typer(debias_app, name="debias")
+
+
+@debias_app.command("fit")
+def debias_fit_cmd(
+    dataset: Annotated[Path, typer.Argument(help="A published dataset folder.")],
+    model: Annotated[str, typer.Option("--model", "-m", help=_MODEL_HELP)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The transform file to write (.npz).")],
+    pretrained: Annotated[str | None, typer.Option(help=_PRETRAINED_HELP)] = None,
+    attribute: Annotated[str, typer.Option(help="The group attribute to remove.")] = "state",
+    method: Annotated[str, typer.Option(help="inlp or leace.")] = "inlp",
+    alpha: Annotated[float, typer.Option(help="SLERP strength in [0, 1].", min=0.0, max=1.0)] = 1.0,
+    target: Annotated[
+        str | None, typer.Option(help="Prompt whose similarity the compensation restores.")
+    ] = "An Indian person",
+    no_compensation: Annotated[bool, typer.Option("--no-compensation", help="beta = 0.")] = False,
+    variant: Annotated[str | None, typer.Option(help="Dataset variant (default balanced).")] = None,
+    split: Annotated[
+        list[str] | None, typer.Option("--split", help="Split(s) to fit on (default train).")
+    ] = None,
+    max_iter: Annotated[int, typer.Option(help="INLP: most iterations.", min=1)] = 50,
+    seed: Annotated[int, typer.Option(help="INLP: seed of the held-out split and classifiers.")] = 0,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
+    cache_dir: Annotated[Path | None, typer.Option(help="Embedding cache folder.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
+) -> None:
+    """Fit a debias transform on a dataset split and save it (use it with `debias apply`, `audit --debias`)."""
+    from .audit.dataset import DatasetError
+    from .debias.dataset import fit_on_dataset
+    from .pipeline.progress import Progress
+
+    _setup_logging(False, quiet)
+    vlm = _load_vlm(model, pretrained, device)
+    kwargs: dict[str, Any] = {"max_iter": max_iter, "seed": seed} if method == "inlp" else {}
+    try:
+        tr = fit_on_dataset(
+            dataset,
+            vlm,
+            attribute=attribute,
+            method=method,
+            alpha=alpha,
+            target=target,
+            compensate=not no_compensation,
+            variant=variant,
+            splits=split,
+            out=out,
+            cache_dir=cache_dir,
+            progress=Progress(False if quiet else None),
+            **kwargs,
+        )
+    except (DatasetError, ValueError, OSError) as exc:
+        _die(str(exc))
+    if not quiet:
+        meta = tr.meta
+        extra = ""
+        if tr.method == "inlp":
+            extra = (
+                f", {meta.get('iterations')} iteration(s), probe accuracy {meta.get('final_accuracy', 0):.3f}"
+                f" (chance {meta.get('chance', 0):.3f})"
+            )
+        typer.echo(
+            f"{tr.method} on {meta['n']} embeddings, {len(meta['groups'])} groups{extra}; "
+            f"alpha {tr.alpha}, beta {tr.beta:.4f}; wrote {out}"
+        )
+
+
+@debias_app.command("apply")
+def debias_apply_cmd(
+    transform: Annotated[Path, typer.Argument(help="A transform file (fairsets debias fit).")],
+    embeddings: Annotated[Path, typer.Argument(help="Embeddings: .npy (n, d) or Parquet with 'embedding'.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the debiased embeddings.")],
+) -> None:
+    """Apply a saved transform to embeddings (same bytes every time, on any machine with numpy)."""
+    from .debias.dataset import apply_to_file
+
+    try:
+        apply_to_file(transform, embeddings, out)
+    except (OSError, ValueError) as exc:
+        _die(str(exc))
+    typer.echo(f"wrote {out}")
+
+
+# ------------------------------------------------------------------------------------------- card
+card_app = typer.Typer(help="Dataset card maintenance.", no_args_is_help=True)
+app.add_typer(card_app, name="card")
+
+
+@card_app.command("update")
+def card_update_cmd(
+    dataset: Annotated[Path, typer.Argument(help="A published dataset folder.")],
+    audit: Annotated[Path, typer.Option("--audit", help="An audit folder (fairsets audit vlm --out).")],
+) -> None:
+    """Add an audit's tables to the card's bias section (and update manifest.json)."""
+    from .publish.card_audit import update_card
+
+    try:
+        path = update_card(dataset, audit)
+    except (OSError, ValueError) as exc:
+        _die(str(exc))
+    typer.echo(f"updated {path}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["DETECTORS", "EXECUTORS", "SOURCES", "STEPS", "Registry", "register"]
+__all__ = ["DETECTORS", "EXECUTORS", "MODELS", "SOURCES", "STEPS", "Registry", "register"]
 
 
 class Registry(Generic[T]):
@@ -51,6 +51,7 @@ STEPS: Registry[Any] = Registry("step")
 DETECTORS: Registry[Any] = Registry("face detector")
 SOURCES: Registry[Any] = Registry("source")
 EXECUTORS: Registry[Any] = Registry("executor")
+MODELS: Registry[Any] = Registry("model family")
 
 
 def register(registry: Registry[Any], name: str) -> Callable[[Any], Any]:

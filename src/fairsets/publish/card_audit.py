@@ -1,0 +1,382 @@
+"""Add the results of a VLM retrieval audit to a published dataset card (``fairsets card update``).
+
+:func:`update_card` reads ``AUDIT_DIR/audit.json`` (written by ``fairsets audit vlm``, schema
+``fairsets.audit.vlm/1``, checked with :func:`fairsets.audit.report.check_audit`), renders a
+Markdown section with :func:`card_audit_section` and puts it into the dataset's ``README.md``,
+inside the ``## Bias, risks and limitations`` section, before that section's bullet list::
+
+    ## Bias, risks and limitations
+
+    <!-- fairsets:audit:open_clip:ViT-B-32:none start -->
+    ### Audit: ViT-B-32 (none), attribute state
+    ...
+    <!-- fairsets:audit:open_clip:ViT-B-32:none end -->
+
+    - The sources decide who is represented: ...
+
+Each block is delimited by markers carrying the audit's ``model_id``. Updating again with the same
+``model_id`` replaces that block in place (same input, same bytes); another model adds a block
+after the existing ones. A card without the section gets a new one before ``## Licences and
+attribution`` (or at the end). The YAML header is never touched, so
+:func:`fairsets.publish.card.check_card` gives the same answer as before.
+
+The README is written atomically; then, if the layout has a ``manifest.json``, its
+``files["README.md"]`` entry (sha256, bytes) is updated and the manifest rewritten atomically, so
+:func:`fairsets.publish.manifest.verify_layout` still passes. The audit directory should live
+outside the dataset directory (files in the layout that the manifest does not list are reported by
+``verify_layout``).
+
+API:
+    * ``load_audit(audit_dir) -> dict`` — read and check ``audit.json``.
+    * ``card_audit_section(audit) -> str`` — the Markdown block, markers included.
+    * ``update_card(dataset, audit_dir) -> Path`` — update ``README.md`` (+ manifest); returns its path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fairsets.publish.atomic import atomic_write_text, sha256_file
+from fairsets.publish.manifest import MANIFEST, write_manifest
+
+__all__ = ["AUDIT_FILE", "SECTION_HEADING", "card_audit_section", "load_audit", "update_card"]
+
+AUDIT_FILE = "audit.json"
+SECTION_HEADING = "## Bias, risks and limitations"
+NEXT_HEADING = "## Licences and attribution"
+_MARK = "<!-- fairsets:audit:{id} {which} -->"
+_MARK_RE = re.compile(r"^<!-- fairsets:audit:(?P<id>\S+) (?P<which>start|end) -->$")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _marker_id(model_id: str) -> str:
+    """``model_id`` made safe inside an HTML comment and on one line (no spaces, no ``--``, no ``>``)."""
+    out = []
+    for ch in str(model_id):
+        if ch.isalnum() or ch in "._:/@+=,~-":
+            out.append(ch)
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
+    s = "".join(out)
+    while "--" in s:
+        s = s.replace("--", "-%2D")
+    return s or "unknown"
+
+
+def _model_id(audit: Mapping[str, Any]) -> str:
+    return str(audit.get("model_id") or f"{audit.get('model')}:{audit.get('pretrained')}")
+
+
+def _text(value: Any) -> str:
+    """Plain text safe in Markdown running text and table cells."""
+    s = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _num(x: Any, digits: int = 4) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return _text(x)
+    if isinstance(x, int):
+        return str(x)
+    if x != 0 and abs(x) < 10 ** (-digits + 1):
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}f}"
+
+
+def _pct(before: Any, after: Any) -> str:
+    if not isinstance(before, (int, float)) or not isinstance(after, (int, float)):
+        return "–"
+    if before == 0:
+        return "+0.0%" if after == 0 else "n/a"
+    return f"{(after - before) / abs(before) * 100.0:+.1f}%"
+
+
+def _table(head: list[str], rows: list[list[str]], align: list[str]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def load_audit(audit_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``audit_dir/audit.json`` and check it.
+
+    Raises:
+        FileNotFoundError: if the file is missing.
+        ValueError: if it is not valid JSON or not a ``fairsets.audit.vlm/1`` audit.
+    """
+    from fairsets.audit.report import check_audit
+
+    path = Path(audit_dir) / AUDIT_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: no audit found (run `fairsets audit vlm` with this output directory)"
+        )
+    try:
+        audit = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    problems = check_audit(audit)
+    if problems:
+        raise ValueError(f"{path}: not a usable audit:\n- " + "\n- ".join(problems))
+    return audit
+
+
+# --------------------------------------------------------------------------- the Markdown section
+
+
+def card_audit_section(audit: Mapping[str, Any]) -> str:
+    """Render the card's audit block (markers included, no trailing newline).
+
+    Args:
+        audit: the audit dict (see :mod:`fairsets.audit.report` for the schema).
+
+    Returns:
+        Markdown: heading, description, a metrics table per primary prompt, the top-k
+        distribution table and, if present, the job-simulation table.
+    """
+    mid = _marker_id(_model_id(audit))
+    model, attribute = audit.get("model") or "?", audit["attribute"]
+    pretrained = audit.get("pretrained") or "none"
+    groups: list[str] = list(audit["groups"])
+    sizes: Mapping[str, Any] = audit.get("group_sizes") or {}
+    index = {(r.get("prompt_set"), r["prompt"], r["embeddings"]): r["metrics"] for r in audit["results"]}
+    primaries: list[tuple[Any, str]] = []
+    for r in audit["results"]:
+        key = (r.get("prompt_set"), r["prompt"])
+        if r.get("primary") and key not in primaries:
+            primaries.append(key)
+    has_debiased = any(r["embeddings"] == "debiased" for r in audit["results"])
+    k_values = sorted({int(m["k"]) for m in index.values()})
+    k = k_values[0] if len(k_values) == 1 else audit.get("k")
+
+    splits = audit.get("splits")
+    split_text = ", ".join(f"`{_text(s)}`" for s in splits) if isinstance(splits, list) and splits else "–"
+    created = str(audit.get("created") or "")
+    date = created[:10] if re.match(r"^\d{4}-\d{2}-\d{2}", created) else (created or "unknown date")
+    variant = f" (config `{_text(audit['variant'])}`)" if audit.get("variant") else ""
+
+    lines = [
+        _MARK.format(id=mid, which="start"),
+        f"### Audit: {_text(model)} ({_text(pretrained)}), attribute {_text(attribute)}",
+        "",
+        f"Text-to-image retrieval audit of split(s) {split_text}{variant}: "
+        f"{_num(audit.get('n_images'))} images in {len(groups)} {_text(attribute)} groups, ranked by cosine "
+        f"similarity to each prompt; the top-{_num(k)} images are counted per group. "
+        "JSD is the Jensen–Shannon divergence (logarithms base 2, in [0, 1], 0 = uniform) between the "
+        "top-k distribution and the uniform distribution over all groups; std is the population standard "
+        "deviation (ddof=0) across groups of the per-group mean cosine similarity to the prompt. Lower is "
+        "fairer for both. Mean similarity is over all images.",
+        "",
+        f"Model id `{_text(_model_id(audit))}`; prompts: {_text(audit.get('prompt_source', 'unknown'))}; "
+        f"audited on {_text(date)} with fairsets {_text(audit.get('fairsets_version', '?'))}.",
+    ]
+    debias = audit.get("debias")
+    if isinstance(debias, Mapping):
+        parts = [f"{key} {_text(debias[key])}" for key in ("method", "alpha", "beta") if key in debias]
+        fit = debias.get("fit_splits")
+        if isinstance(fit, list) and fit:
+            parts.append("fitted on " + ", ".join(f"`{_text(s)}`" for s in fit))
+        lines += [
+            "",
+            "Debiased: the embeddings were transformed with `"
+            + _text(Path(str(debias.get("transform", "?"))).name)
+            + "`"
+            + (f" ({'; '.join(parts)})" if parts else "")
+            + "; change is (debiased − original) / original.",
+        ]
+
+    for pset, prompt in primaries:
+        o = index.get((pset, prompt, "original"))
+        d = index.get((pset, prompt, "debiased"))
+        head = ["Metric", "Original"]
+        align = ["---", "---:"]
+        if has_debiased:
+            head += ["Debiased", "Change"]
+            align += ["---:", "---:"]
+        rows = []
+        for label, key in (
+            ("JSD vs uniform", "jsd_uniform"),
+            ("Std of group means", "mean_similarity_std"),
+            ("Mean similarity", "mean_similarity"),
+        ):
+            before = o.get(key) if o else None
+            row = [label, _num(before)]
+            if has_debiased:
+                after = d.get(key) if d else None
+                row += [_num(after), _pct(before, after)]
+            rows.append(row)
+        set_text = f" ({_text(pset)})" if pset else ""
+        lines += ["", f"Prompt “{_text(prompt)}”{set_text}:", "", *_table(head, rows, align)]
+
+    if primaries:
+        head = [_text(attribute), "Images"]
+        align = ["---", "---:"]
+        columns: list[Mapping[str, Any] | None] = []
+        for pset, prompt in primaries:
+            head.append(f"“{_text(prompt)}”")
+            align.append("---:")
+            columns.append(index.get((pset, prompt, "original")))
+            if has_debiased:
+                head.append(f"“{_text(prompt)}” debiased")
+                align.append("---:")
+                columns.append(index.get((pset, prompt, "debiased")))
+        rows = []
+        for g in groups:
+            row = [_text(g), _num(sizes.get(g))]
+            row += [_num(int(m["topk"].get(g, 0))) if m else "–" for m in columns]
+            rows.append(row)
+        lines += ["", f"Top-{_num(k)} images per {_text(attribute)}:", "", *_table(head, rows, align)]
+
+    job = audit.get("job")
+    if isinstance(job, Mapping) and isinstance(job.get("original"), Mapping):
+        deb = job.get("debiased") if isinstance(job.get("debiased"), Mapping) else None
+        head = [_text(attribute), "Original"]
+        align = ["---", "---:"]
+        if deb is not None:
+            head += ["Debiased"]
+            align += ["---:"]
+        rows = []
+        for g in groups:
+            row = [_text(g), _num(job["original"].get(g), 3)]
+            if deb is not None:
+                row.append(_num(deb.get(g), 3))
+            rows.append(row)
+        lines += [
+            "",
+            f"Job-application simulation: share of each group's images closer to "
+            f"“{_text(job.get('positive', '?'))}” than to “{_text(job.get('negative', '?'))}”:",
+            "",
+            *_table(head, rows, align),
+        ]
+    lines += ["", _MARK.format(id=mid, which="end")]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- README surgery
+
+
+def _split_header(text: str) -> tuple[str, str]:
+    """Split the YAML header (``---`` ... ``---`` and its newline) from the body."""
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 3)
+        if end != -1:
+            return text[: end + 5], text[end + 5 :]
+        if text.endswith("\n---"):
+            return text, ""
+    return "", text
+
+
+def _outside_fences(lines: list[str]) -> list[bool]:
+    flags, fence = [], False
+    for line in lines:
+        if line.lstrip().startswith("```"):
+            flags.append(False)
+            fence = not fence
+        else:
+            flags.append(not fence)
+    return flags
+
+
+def _insert_block(body: str, block: str, mid: str) -> str:
+    lines = body.split("\n")
+    block_lines = block.split("\n")
+    outside = _outside_fences(lines)
+    marks = []
+    for i, line in enumerate(lines):
+        m = _MARK_RE.match(line.strip()) if outside[i] else None
+        if m:
+            marks.append((i, m.group("id"), m.group("which")))
+    # Replace an existing block of the same model in place.
+    starts = [i for i, ident, which in marks if ident == mid and which == "start"]
+    ends = [i for i, ident, which in marks if ident == mid and which == "end"]
+    if starts or ends:
+        if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+            raise ValueError(f"README.md: unbalanced audit markers for {mid!r} (edit the card by hand)")
+        return "\n".join(lines[: starts[0]] + block_lines + lines[ends[0] + 1 :])
+
+    heading = next(
+        (i for i, line in enumerate(lines) if outside[i] and line.rstrip() == SECTION_HEADING),
+        None,
+    )
+    if heading is None:
+        section = [SECTION_HEADING, "", *block_lines, ""]
+        nxt = next((i for i, line in enumerate(lines) if outside[i] and line.rstrip() == NEXT_HEADING), None)
+        if nxt is None:
+            while lines and lines[-1] == "":
+                lines.pop()
+            return "\n".join([*lines, "", *section])
+        return "\n".join(lines[:nxt] + section + lines[nxt:])
+
+    # After the heading and its blank lines, and after any audit block already there.
+    pos = heading + 1
+    while pos < len(lines) and lines[pos].strip() == "":
+        pos += 1
+    while pos < len(lines) and outside[pos] and (m := _MARK_RE.match(lines[pos].strip())):
+        end = next(
+            (j for j, ident, which in marks if ident == m.group("id") and which == "end" and j > pos), None
+        )
+        if m.group("which") != "start" or end is None:
+            break
+        pos = end + 1
+        while pos < len(lines) and lines[pos].strip() == "":
+            pos += 1
+    new = [*block_lines, ""]
+    if lines[pos - 1].strip() != "":
+        new = ["", *new]
+    return "\n".join(lines[:pos] + new + lines[pos:])
+
+
+def update_card(dataset: str | os.PathLike[str], audit_dir: str | os.PathLike[str]) -> Path:
+    """Put the audit of ``audit_dir`` into the card of the published layout ``dataset``.
+
+    Args:
+        dataset: the dataset's output directory (holds ``README.md`` and ``manifest.json``).
+        audit_dir: the audit output directory (holds ``audit.json``).
+
+    Returns:
+        The path of the updated ``README.md``.
+
+    Raises:
+        FileNotFoundError: if the README or the audit is missing.
+        ValueError: if the audit is invalid, the manifest unreadable, or the card's audit markers
+            are unbalanced.
+    """
+    root = Path(dataset)
+    readme = root / "README.md"
+    if not readme.is_file():
+        raise FileNotFoundError(f"{readme}: no dataset card (is {root} a published fairsets layout?)")
+    audit = load_audit(audit_dir)
+    manifest_path = root / MANIFEST
+    manifest: dict[str, Any] | None = None
+    if manifest_path.is_file():
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ValueError(f"{manifest_path}: unreadable ({e})") from e
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+            raise ValueError(f"{manifest_path}: no 'files' map")
+
+    text = readme.read_text(encoding="utf-8")
+    header, body = _split_header(text)
+    block = card_audit_section(audit)
+    new_body = _insert_block(body, block, _marker_id(_model_id(audit)))
+    new_text = header + new_body
+    if not new_text.endswith("\n"):
+        new_text += "\n"
+    if new_text != text:
+        atomic_write_text(readme, new_text)
+    if manifest is not None:
+        entry = {"sha256": sha256_file(readme), "bytes": readme.stat().st_size}
+        if manifest["files"].get("README.md") != entry:
+            manifest["files"]["README.md"] = entry
+            write_manifest(manifest_path, manifest)
+    return readme
