@@ -30,7 +30,13 @@ def _die(message: str, code: int = 2) -> NoReturn:
 
 def _setup_logging(verbose: bool, quiet: bool) -> None:
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # Other libraries (open_clip logs to the root logger) speak only at WARNING and above.
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("fairsets").setLevel(level)
 
 
 @app.callback()

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import math
 import os
 import textwrap
@@ -368,8 +367,18 @@ def _context(audit: Mapping[str, Any]) -> dict[str, Any]:
                 debias_rows.append(
                     (key, ", ".join(map(str, value)) if isinstance(value, list) else str(value))
                 )
-        if debias.get("meta"):
-            debias_rows.append(("meta", json.dumps(debias["meta"], sort_keys=True, ensure_ascii=False)))
+        meta = debias.get("meta")
+        if isinstance(meta, Mapping):
+            # The fit's essentials; the full record stays in audit.json.
+            for key, label in _DEBIAS_META:
+                value = meta.get(key)
+                if value is None or value == []:
+                    continue
+                if isinstance(value, float):
+                    value = f"{value:.4g}"
+                elif isinstance(value, list):
+                    value = ", ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in value)
+                debias_rows.append((label, str(value)))
 
     k_effective = sorted({int(r["metrics"]["k"]) for r in audit["results"]})
     k_text = str(audit.get("k", "?"))
@@ -555,6 +564,22 @@ each set; small values mean the synonymous prompts retrieve the same mix of grou
 </body>
 </html>
 """
+
+
+_DEBIAS_META: tuple[tuple[str, str], ...] = (
+    ("model_id", "fitted on model"),
+    ("dataset", "fitted on dataset"),
+    ("variant", "fitted on variant"),
+    ("attribute", "erased attribute"),
+    ("n", "fit embeddings"),
+    ("target_prompt", "compensation target"),
+    ("iterations", "INLP iterations"),
+    ("accuracies", "INLP held-out accuracies"),
+    ("final_accuracy", "probe accuracy after"),
+    ("chance", "chance accuracy"),
+    ("removed_rank", "directions removed"),
+    ("erased_rank", "LEACE erased rank"),
+)
 
 
 def render_report(audit: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
