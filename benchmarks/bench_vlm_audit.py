@@ -9,10 +9,11 @@ random weights (``--pretrained none``: the architecture's cost without a downloa
   (c) the model alone on the same images (forward passes only, decoded images in memory)
   (d) INLP fit on (n, 512) embeddings with ``--groups`` classes, and LEACE fit
   (e) applying a fitted transform (projection + SLERP + compensation) to 100k embeddings,
-      against the floor of one float32 matrix product ``X @ A.T`` of the same shape
+      against the floor of the float64 matrix product ``X @ A.T`` that the projection needs
+      (the transform works in float64)
 
 Targets: (a)/(b) ≥ 10 (the cache makes a re-audit cheap); (a) ≤ 1.3 × (c) + 2 s (the audit adds
-little to the model's own cost: decoding, batching, metrics and the report); (e)/floor ≤ 6.
+little to the model's own cost: decoding, batching, metrics and the report); (e)/floor ≤ 3.
 
     python benchmarks/bench_vlm_audit.py --groups 36 --per-group 4
 """
@@ -114,7 +115,8 @@ def main() -> None:
 
     print(f"images: {n} ({args.groups} groups), one thread, open_clip ViT-B-32 random weights")
     print(f"(a) first audit            {t_first:7.2f} s")
-    print(f"(b) cached audit           {t_cached:7.2f} s   (a)/(b) = {t_first / t_cached:6.1f}   target >= 10")
+    ratio = t_first / t_cached
+    print(f"(b) cached audit           {t_cached:7.2f} s   (a)/(b) = {ratio:6.1f}   target >= 10")
     limit = 1.3 * t_model + 2.0
     print(f"(c) model forward only     {t_model:7.2f} s   (a) = {t_first:.2f} s vs 1.3*(c)+2 = {limit:.2f} s")
 
@@ -132,15 +134,17 @@ def main() -> None:
         f"({tr.meta.get('iterations')} iterations); LEACE fit: {t_leace:6.2f} s"
     )
     big = rng.normal(size=(args.apply_rows, d)).astype(np.float32)
-    A32 = tr.A.astype(np.float32)
-    t_floor, _ = timed(lambda: big @ A32.T, repeat=3)
+    A64 = tr.A
+    t_floor, _ = timed(lambda: big.astype(np.float64) @ A64.T, repeat=3)
     t_apply, _ = timed(lambda: tr.apply(big), repeat=3)
     print(
-        f"(e) apply to {args.apply_rows} embeddings: {t_apply:6.3f} s; floor X@A.T {t_floor:6.3f} s; "
-        f"ratio {t_apply / t_floor:5.1f}   target <= 6"
+        f"(e) apply to {args.apply_rows} embeddings: {t_apply:6.3f} s; floor float64 X@A.T {t_floor:6.3f} s; "
+        f"ratio {t_apply / t_floor:5.1f}   target <= 3"
     )
-    print(f"report: {len(doc['results'])} result records, JSD of '{doc['results'][0]['prompt']}'"
-          f" = {doc['results'][0]['metrics']['jsd_uniform']:.3f}")
+    print(
+        f"report: {len(doc['results'])} result records, JSD of '{doc['results'][0]['prompt']}'"
+        f" = {doc['results'][0]['metrics']['jsd_uniform']:.3f}"
+    )
 
 
 if __name__ == "__main__":

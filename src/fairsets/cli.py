@@ -363,6 +363,13 @@ def audit_vlm_cmd(
         Path | None,
         typer.Option(help="Prompt file (TOML/JSON sets, or .txt one per line); default: the paper's."),
     ] = None,
+    job_prompts: Annotated[
+        tuple[str, str] | None,
+        typer.Option(
+            "--job-prompts",
+            help="Job simulation: POSITIVE NEGATIVE (default 'Indian candidate' 'foreign candidate').",
+        ),
+    ] = None,
     variant: Annotated[str | None, typer.Option(help="Dataset variant (default balanced).")] = None,
     split: Annotated[
         list[str] | None, typer.Option("--split", help="Split(s) to evaluate (default test, else all).")
@@ -379,6 +386,8 @@ def audit_vlm_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
 ) -> None:
     """Top-k group distributions, JSD from uniform, per-group similarity, robustness, job simulation."""
+    import dataclasses
+
     from .audit.dataset import DatasetError
     from .audit.prompts import default_prompts, load_prompts
     from .audit.vlm import AUDIT_FILE, REPORT_FILE, run_vlm_audit
@@ -387,6 +396,8 @@ def audit_vlm_cmd(
     _setup_logging(False, quiet)
     try:
         spec = load_prompts(prompts) if prompts else default_prompts()
+        if job_prompts:
+            spec = dataclasses.replace(spec, job=(job_prompts[0], job_prompts[1]))
     except (OSError, ValueError) as exc:
         _die(str(exc))
     vlm = _load_vlm(model, pretrained, device)
@@ -522,7 +533,7 @@ def debias_fit_cmd(
     cache_dir: Annotated[Path | None, typer.Option(help="Embedding cache folder.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
 ) -> None:
-    """Fit a debias transform on a dataset split and save it (use it with `debias apply`, `audit --debias`)."""
+    """Fit a debias transform on a dataset split and save it (for `debias apply` and `audit --debias`)."""
     from .audit.dataset import DatasetError
     from .debias.dataset import fit_on_dataset
     from .pipeline.progress import Progress
@@ -568,7 +579,7 @@ def debias_apply_cmd(
     embeddings: Annotated[Path, typer.Argument(help="Embeddings: .npy (n, d) or Parquet with 'embedding'.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the debiased embeddings.")],
 ) -> None:
-    """Apply a saved transform to embeddings (same bytes every time, on any machine with numpy)."""
+    """Apply a saved transform to embeddings (numpy only; the same input gives the same bytes)."""
     from .debias.dataset import apply_to_file
 
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import subprocess
 import sys
@@ -14,9 +15,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fairsets.audit.metrics import job_simulation, pairwise_jsd, prompt_metrics
 from fairsets.audit.prompts import default_prompts
-from fairsets.audit.report import AUDIT_SCHEMA, check_audit, render_report
+from fairsets.audit.report import check_audit, render_report
+from fairsets.audit.vlm import vlm_audit
 
 STATES_36 = [
     "Andaman and Nicobar Islands", "Andhra Pradesh", "Arunachal Pradesh", "Assam", "Bihar", "Chandigarh",
@@ -49,69 +50,38 @@ def make_audit(
     k = max(2, len(labels) // 3)
     spec = default_prompts()
     texts = {p: rng.normal(size=d) for p in spec.all_prompts(include_job=True)}
-    results: list[dict[str, Any]] = []
-    robustness: dict[str, dict[str, Any]] = {}
-    for pset, prompts in spec.sets.items():
-        for emb, img in embeddings.items():
-            topks = {}
-            for prompt in prompts:
-                m = prompt_metrics(img, labels, texts[prompt], k, groups)
-                topks[prompt] = m["topk"]
-                results.append(
-                    {
-                        "dataset": "example-faces",
-                        "model": "ViT-B-32",
-                        "pretrained": "none",
-                        "prompt": prompt,
-                        "prompt_set": pset,
-                        "primary": prompt == spec.primary[pset],
-                        "attribute": "state",
-                        "embeddings": emb,
-                        "metrics": m,
-                    }
-                )
-            robustness.setdefault(pset, {})[emb] = pairwise_jsd(topks)
-    job_block = None
-    if job:
-        pos, neg = spec.job or ("Indian candidate", "foreign candidate")
-        job_block = {"positive": pos, "negative": neg}
-        for emb, img in embeddings.items():
-            job_block[emb] = job_simulation(img, labels, texts[pos], texts[neg], groups)
-    return {
-        "schema": AUDIT_SCHEMA,
-        "dataset": "example-faces",
-        "dataset_path": "/data/example-faces",
-        "variant": "balanced",
-        "splits": ["test"],
-        "model": "ViT-B-32",
-        "model_id": "open_clip:ViT-B-32:none",
-        "pretrained": "none",
-        "attribute": "state",
-        "k": k,
-        "n_images": len(labels),
-        "groups": list(groups),
-        "group_sizes": dict.fromkeys(groups, per_group),
-        "jsd_log_base": 2,
-        "std_ddof": 0,
-        "prompt_source": spec.source,
-        "debias": (
-            {
-                "transform": "/work/debias/inlp.npz",
-                "method": "inlp",
-                "alpha": 1.0,
-                "beta": 0.01,
-                "fit_splits": ["train"],
-                "meta": {"iterations": 3},
-            }
-            if debiased
-            else None
-        ),
-        "results": results,
-        "robustness": robustness,
-        "job": job_block,
-        "created": "2026-11-21T12:00:00Z",
-        "fairsets_version": "0.1.0",
-    }
+    doc = vlm_audit(
+        original,
+        labels,
+        texts,
+        spec if job else dataclasses.replace(spec, job=None),
+        k=k,
+        debiased=embeddings.get("debiased"),
+        header={
+            "dataset": "example-faces",
+            "dataset_path": "/data/example-faces",
+            "variant": "balanced",
+            "splits": ["test"],
+            "model": "ViT-B-32",
+            "model_id": "open_clip:ViT-B-32:none",
+            "pretrained": "none",
+            "attribute": "state",
+        },
+    )
+    doc["debias"] = (
+        {
+            "transform": "/work/debias/inlp.npz",
+            "method": "inlp",
+            "alpha": 1.0,
+            "beta": 0.01,
+            "fit_splits": ["train"],
+            "meta": {"iterations": 3},
+        }
+        if debiased
+        else None
+    )
+    doc.update(created="2026-11-21T12:00:00Z", fairsets_version="0.1.0")
+    return doc
 
 
 class Page(HTMLParser):

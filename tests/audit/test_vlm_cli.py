@@ -187,6 +187,27 @@ def test_a_transform_for_another_model_is_refused(audited, tmp_path):
     assert "8-d" in res.output
 
 
+def test_job_prompts_are_configurable(audited, tmp_path, clip_vlm):
+    dataset, _ = audited
+    out = tmp_path / "a"
+    cmd = ["audit", "vlm", str(dataset), "--model", "ViT-B-32", "--pretrained", "none", "--k", "4"]
+    res = runner.invoke(
+        app, [*cmd, "--job-prompts", "local applicant", "foreign applicant", "--out", str(out), "-q"]
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "audit.json").read_text())
+    assert (doc["job"]["positive"], doc["job"]["negative"]) == ("local applicant", "foreign applicant")
+    # the share is what the embeddings say: recompute it from the caches
+    ds = open_dataset(dataset)
+    emb = embed_dataset(ds, clip_vlm, "balanced", ["train"])
+    texts = EmbeddingCache.for_dataset(ds, clip_vlm).load_texts()
+    pos, neg = unit(texts["local applicant"].astype(float)), unit(texts["foreign applicant"].astype(float))
+    for g in doc["groups"]:
+        rows = [unit(v.astype(float)) for v, r in zip(emb.vectors, emb.rows, strict=True) if r["state"] == g]
+        want = sum(1 for v in rows if v @ pos > v @ neg) / len(rows)
+        assert doc["job"]["original"][g] == pytest.approx(want)
+
+
 def test_clear_errors(audited, tmp_path):
     dataset, _ = audited
     base = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -11,9 +12,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from fairsets.audit.metrics import job_simulation, pairwise_jsd, prompt_metrics
 from fairsets.audit.prompts import default_prompts
-from fairsets.audit.report import AUDIT_SCHEMA
+from fairsets.audit.vlm import vlm_audit
 from fairsets.publish.card import check_card
 from fairsets.publish.card_audit import card_audit_section, update_card
 from fairsets.publish.manifest import verify_layout
@@ -31,7 +31,6 @@ def audit_for(
     """An audit of the published layout's balanced train split, from random embeddings."""
     table = pq.read_table(out / "metadata" / "balanced" / "train.parquet")
     labels = [str(s) for s in table.column("state").to_pylist()]
-    groups = sorted(set(labels))
     rng = np.random.default_rng(seed)
     d = 16
     original = rng.normal(size=(len(labels), d))
@@ -40,70 +39,38 @@ def audit_for(
         embeddings["debiased"] = original - original.mean(axis=0)
     spec = default_prompts()
     texts = {p: rng.normal(size=d) for p in spec.all_prompts(include_job=True)}
-    k = 4
-    results, robustness = [], {}
-    for pset, prompts in spec.sets.items():
-        for emb, img in embeddings.items():
-            topks = {}
-            for prompt in prompts:
-                m = prompt_metrics(img, labels, texts[prompt], k, groups)
-                topks[prompt] = m["topk"]
-                results.append(
-                    {
-                        "dataset": "example-faces",
-                        "model": model,
-                        "pretrained": pretrained,
-                        "prompt": prompt,
-                        "prompt_set": pset,
-                        "primary": prompt == spec.primary[pset],
-                        "attribute": "state",
-                        "embeddings": emb,
-                        "metrics": m,
-                    }
-                )
-            robustness.setdefault(pset, {})[emb] = pairwise_jsd(topks)
-    job_block = None
-    if job:
-        job_block = {"positive": "Indian candidate", "negative": "foreign candidate"}
-        for emb, img in embeddings.items():
-            job_block[emb] = job_simulation(
-                img, labels, texts["Indian candidate"], texts["foreign candidate"], groups
-            )
-    return {
-        "schema": AUDIT_SCHEMA,
-        "dataset": "example-faces",
-        "dataset_path": str(out),
-        "variant": "balanced",
-        "splits": ["train"],
-        "model": model,
-        "model_id": f"open_clip:{model}:{pretrained}",
-        "pretrained": pretrained,
-        "attribute": "state",
-        "k": k,
-        "n_images": len(labels),
-        "groups": groups,
-        "group_sizes": {g: labels.count(g) for g in groups},
-        "jsd_log_base": 2,
-        "std_ddof": 0,
-        "prompt_source": spec.source,
-        "debias": (
-            {
-                "transform": "/tmp/debias/inlp.npz",
-                "method": "inlp",
-                "alpha": 1.0,
-                "beta": 0.01,
-                "fit_splits": ["train"],
-                "meta": {},
-            }
-            if debiased
-            else None
-        ),
-        "results": results,
-        "robustness": robustness,
-        "job": job_block,
-        "created": "2026-11-21T12:00:00Z",
-        "fairsets_version": "0.1.0",
-    }
+    doc = vlm_audit(
+        original,
+        labels,
+        texts,
+        spec if job else dataclasses.replace(spec, job=None),
+        k=4,
+        debiased=embeddings.get("debiased"),
+        header={
+            "dataset": "example-faces",
+            "dataset_path": str(out),
+            "variant": "balanced",
+            "splits": ["train"],
+            "model": model,
+            "model_id": f"open_clip:{model}:{pretrained}",
+            "pretrained": pretrained,
+            "attribute": "state",
+        },
+    )
+    doc["debias"] = (
+        {
+            "transform": "/tmp/debias/inlp.npz",
+            "method": "inlp",
+            "alpha": 1.0,
+            "beta": 0.01,
+            "fit_splits": ["train"],
+            "meta": {},
+        }
+        if debiased
+        else None
+    )
+    doc.update(created="2026-11-21T12:00:00Z", fairsets_version="0.1.0")
+    return doc
 
 
 def write_audit(directory: Path, audit: dict[str, Any]) -> Path:

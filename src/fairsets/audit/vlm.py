@@ -75,7 +75,7 @@ def vlm_audit(
     prompts: PromptSpec,
     *,
     k: int,
-    transform: DebiasTransform | None = None,
+    debiased: np.ndarray | None = None,
     header: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The audit on given embeddings (no model, no files): the ``audit.json`` document.
@@ -86,7 +86,8 @@ def vlm_audit(
         texts: ``{prompt: (d,) embedding}`` for every prompt of ``prompts`` (and its job prompts).
         prompts: the prompt sets.
         k: top-k size (clamped to n; the metrics record the k used).
-        transform: a debias transform; adds ``debiased`` results.
+        debiased: the same images' debiased embeddings (``transform.apply(images)``); adds
+            ``debiased`` results.
         header: fields placed first (dataset, model, ...; see ``SCHEMA``).
     """
     from fairsets.audit import metrics as M
@@ -102,8 +103,10 @@ def vlm_audit(
     head = dict(header or {})
     record_base = {key: head.get(key) for key in ("dataset", "model", "pretrained", "attribute")}
     views: list[tuple[str, np.ndarray]] = [("original", np.asarray(images, dtype=np.float32))]
-    if transform is not None:
-        views.append(("debiased", transform.apply(images)))
+    if debiased is not None:
+        if np.shape(debiased) != np.shape(images):
+            raise ValueError(f"debiased embeddings {np.shape(debiased)} != embeddings {np.shape(images)}")
+        views.append(("debiased", np.asarray(debiased, dtype=np.float32)))
 
     results: list[dict[str, Any]] = []
     robustness: dict[str, dict[str, Any]] = {}
@@ -220,7 +223,8 @@ def run_vlm_audit(
         "pretrained": vlm.pretrained,
         "attribute": attribute,
     }
-    doc = vlm_audit(emb.vectors, labels, texts, prompts, k=k, transform=transform, header=header)
+    debiased = transform.apply(emb.vectors) if transform is not None else None
+    doc = vlm_audit(emb.vectors, labels, texts, prompts, k=k, debiased=debiased, header=header)
     doc["debias"] = (
         None
         if transform is None
