@@ -20,7 +20,7 @@ import io
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -293,19 +293,3 @@ def embed_texts(
     if not texts:
         return np.zeros((0, int(getattr(vlm, "embed_dim", 0))), np.float32)
     return np.stack([known[t] for t in texts]).astype(np.float32)
-
-
-def embed_images_in_batches(
-    embed: Callable[[list[Any]], np.ndarray], images: Iterable[Any], batch_size: int = 32
-) -> np.ndarray:
-    """Run ``embed`` over ``images`` in batches and stack the results (for folders outside a dataset)."""
-    out: list[np.ndarray] = []
-    batch: list[Any] = []
-    for im in images:
-        batch.append(im)
-        if len(batch) >= batch_size:
-            out.append(np.asarray(embed(batch), dtype=np.float32))
-            batch = []
-    if batch:
-        out.append(np.asarray(embed(batch), dtype=np.float32))
-    return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
