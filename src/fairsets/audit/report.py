@@ -113,25 +113,30 @@ def _prompt_order(audit: Mapping[str, Any]) -> list[tuple[Any, str, bool]]:
     return [(s, p, prim) for (s, p), prim in seen.items()]
 
 
-def _pct(before: float | None, after: float | None) -> str:
-    if before is None or after is None:
+def format_change(before: Any, after: Any) -> str:
+    """Relative change ``(after - before) / |before|`` as a signed percentage ("–" if either is missing)."""
+    if not isinstance(before, (int, float)) or not isinstance(after, (int, float)):
         return "–"
     if before == 0:
         return "+0.0%" if after == 0 else "n/a"
-    change = (after - before) / abs(before) * 100.0
-    return f"{change:+.1f}%"
+    return f"{(after - before) / abs(before) * 100.0:+.1f}%"
 
 
-def _num(x: Any, digits: int = 4) -> str:
+def format_number(x: Any, digits: int = 4, text: Any = str) -> str:
+    """A metric for a table: ``digits`` decimals, scientific when tiny; non-numbers through ``text``."""
     if x is None:
         return "–"
     if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return str(x)
+        return text(x)
     if isinstance(x, int):
         return str(x)
     if x != 0 and abs(x) < 10 ** (-digits + 1):
         return f"{x:.{digits - 1}e}"
     return f"{x:.{digits}f}"
+
+
+_pct = format_change
+_num = format_number
 
 
 # --------------------------------------------------------------------------- plots

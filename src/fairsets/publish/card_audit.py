@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fairsets.audit.report import format_change, format_number
 from fairsets.publish.atomic import atomic_write_text, sha256_file
 from fairsets.publish.manifest import MANIFEST, write_manifest
 
@@ -81,23 +82,10 @@ def _text(value: Any) -> str:
 
 
 def _num(x: Any, digits: int = 4) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return _text(x)
-    if isinstance(x, int):
-        return str(x)
-    if x != 0 and abs(x) < 10 ** (-digits + 1):
-        return f"{x:.{digits - 1}e}"
-    return f"{x:.{digits}f}"
+    return format_number(x, digits, text=_text)
 
 
-def _pct(before: Any, after: Any) -> str:
-    if not isinstance(before, (int, float)) or not isinstance(after, (int, float)):
-        return "–"
-    if before == 0:
-        return "+0.0%" if after == 0 else "n/a"
-    return f"{(after - before) / abs(before) * 100.0:+.1f}%"
+_pct = format_change
 
 
 def _table(head: list[str], rows: list[list[str]], align: list[str]) -> list[str]:
