@@ -9,6 +9,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(
@@ -24,7 +25,7 @@ console = Console(stderr=True)
 def _die(message: str, code: int = 2) -> NoReturn:
     """One line on stderr, non-zero exit."""
     first = str(message).strip().splitlines()[0] if str(message).strip() else "unknown error"
-    console.print(f"[bold red]error:[/] {first}", highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(first)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -93,7 +94,7 @@ def build_cmd(
     if not quiet:
         _print_summary(result.summary, out)
     for w in result.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False)
 
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
@@ -296,7 +297,7 @@ def review_import_cmd(
     try:
         decisions = import_review(csv_path, {r["key"]: r for r in rows})
     except (ReviewError, OSError) as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     write_decisions(workdir / "review" / "decisions.parquet", decisions)
     n = {d: sum(1 for x in decisions if x["decision"] == d) for d in ("accept", "reject")}
@@ -324,7 +325,7 @@ def publish_cmd(
     try:
         report = publish(out, repo_id, private=private, revision=revision, dry_run=dry_run)
     except PublishError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     typer.echo(format_plan(report))
 
@@ -344,10 +345,11 @@ _PRETRAINED_HELP = (
 
 def _load_vlm(model: str, pretrained: str | None, device: str) -> Any:
     from .models import ModelUnavailable, load_vlm
+    from .pipeline.step import MissingDependency
 
     try:
         return load_vlm(model, pretrained, device=device)
-    except (ModelUnavailable, ValueError) as exc:
+    except (ModelUnavailable, MissingDependency, ValueError) as exc:
         _die(str(exc))
 
 
@@ -392,6 +394,7 @@ def audit_vlm_cmd(
     from .audit.prompts import default_prompts, load_prompts
     from .audit.vlm import AUDIT_FILE, REPORT_FILE, run_vlm_audit
     from .pipeline.progress import Progress
+    from .pipeline.step import MissingDependency
 
     _setup_logging(False, quiet)
     try:
@@ -416,7 +419,7 @@ def audit_vlm_cmd(
             cache_dir=cache_dir,
             progress=Progress(False if quiet else None),
         )
-    except (DatasetError, ValueError, OSError) as exc:
+    except (DatasetError, MissingDependency, ValueError, OSError) as exc:
         _die(str(exc))
     if quiet:
         return
@@ -537,6 +540,7 @@ def debias_fit_cmd(
     from .audit.dataset import DatasetError
     from .debias.dataset import fit_on_dataset
     from .pipeline.progress import Progress
+    from .pipeline.step import MissingDependency
 
     _setup_logging(False, quiet)
     vlm = _load_vlm(model, pretrained, device)
@@ -557,7 +561,7 @@ def debias_fit_cmd(
             progress=Progress(False if quiet else None),
             **kwargs,
         )
-    except (DatasetError, ValueError, OSError) as exc:
+    except (DatasetError, MissingDependency, ValueError, OSError) as exc:
         _die(str(exc))
     if not quiet:
         meta = tr.meta

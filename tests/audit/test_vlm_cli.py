@@ -277,3 +277,20 @@ def test_report_renders_in_headless_chromium(audited, tmp_path):
     colours = {tuple(c) for c in img.reshape(-1, 3)[::97]}
     # Text alone is black, white and greys; rendered bar charts add the plot colours.
     assert any(max(c) - min(c) > 80 for c in colours), "no coloured plot pixels in the screenshot"
+
+
+def test_missing_pytorch_names_the_extra(audited, tmp_path, monkeypatch):
+    """Without PyTorch the command says which extra to install (and rich does not eat '[vlm]')."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    dataset, _ = audited
+    res = runner.invoke(
+        app,
+        ["audit", "vlm", str(dataset), "--model", "ViT-B-32", "--pretrained", "none", "--out", str(tmp_path)],
+    )
+    assert res.exit_code == 2
+    assert "needs the Python module 'torch'" in res.output and "pip install 'fairsets[vlm]'" in res.output

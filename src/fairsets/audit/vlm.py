@@ -186,9 +186,12 @@ def run_vlm_audit(
     """
     from fairsets.audit.prompts import default_prompts
     from fairsets.models import load_vlm
+    from fairsets.pipeline.step import check_requires
 
     if k < 1:
         raise ValueError("k must be >= 1")
+    if out is not None:
+        check_requires("the audit report", (("matplotlib", "vlm"),))
     ds = dataset if isinstance(dataset, PublishedDataset) else open_dataset(dataset)
     variant = variant or ds.default_variant()
     splits = list(splits) if splits else ds.default_splits(variant)

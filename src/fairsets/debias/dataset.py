@@ -49,7 +49,10 @@ def fit_on_dataset(
     from fairsets.audit.vlm import group_labels
     from fairsets.debias.transform import fit_transform
     from fairsets.models import load_vlm
+    from fairsets.pipeline.step import check_requires
 
+    needs = {"inlp": (("sklearn", "vlm"),), "leace": (("concept_erasure", "vlm"), ("torch", "vlm"))}
+    check_requires(f"debias method {method!r}", needs.get(method, ()))
     ds = open_dataset(dataset)
     variant = variant or ds.default_variant()
     splits = list(splits) if splits else ds.default_splits(variant, prefer="train")

@@ -94,6 +94,11 @@ def load_vlm(model: str, pretrained: str | None = None, *, device: str = "cpu") 
     Raises:
         ValueError: A bad spec, name, tag or device.
         ModelUnavailable: The weights, tokenizer or package are not available here.
+        fairsets.pipeline.step.MissingDependency: PyTorch or the family's package is not installed.
     """
+    from fairsets.pipeline.step import check_requires
+
     family, name = parse_model_spec(model)
-    return MODELS.get(family).load(name, pretrained, device=device)
+    loader = MODELS.get(family)
+    check_requires(f"the {family} model family", (("torch", "vlm"), *getattr(loader, "requires", ())))
+    return loader.load(name, pretrained, device=device)

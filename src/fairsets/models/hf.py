@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fairsets.registry import MODELS
 
@@ -78,6 +78,7 @@ class HFVLM(VLM):
 
     family = "hf"
     package = "transformers"
+    requires: ClassVar[tuple[tuple[str, str], ...]] = (("transformers", "vlm"),)  # (module, extra)
 
     def __init__(
         self,

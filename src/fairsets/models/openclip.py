@@ -15,7 +15,7 @@ import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from fairsets.registry import MODELS
 
@@ -72,6 +72,7 @@ class OpenClipVLM(VLM):
 
     family = "open_clip"
     package = "open_clip_torch"
+    requires: ClassVar[tuple[tuple[str, str], ...]] = (("open_clip", "vlm"),)  # (module, extra)
 
     def __init__(
         self, *, name: str, pretrained: str, device: str, model: Any, preprocess: Any, tokenizer: Any
