@@ -63,9 +63,15 @@ def slerp(v_orig: np.ndarray, v_proj: np.ndarray, alpha: float) -> np.ndarray:
     p2 = p.reshape(1, -1) if one_d else p
 
     nx = np.linalg.norm(x2, axis=1, keepdims=True)
+    if a == 0.0:  # the original (rescaled to its own norm): nothing to interpolate
+        out = x2.copy()
+        return out.reshape(-1) if one_d else out
     npj = np.linalg.norm(p2, axis=1, keepdims=True)
     u = x2 / np.where(nx > 0, nx, 1.0)
     q = p2 / np.where(npj > 0, npj, 1.0)
+    if a == 1.0:  # eq. 9 at alpha = 1 is the projected direction; skip the trigonometry
+        out = q * nx
+        return out.reshape(-1) if one_d else out
     cos = np.clip(np.einsum("ij,ij->i", u, q), -1.0, 1.0)[:, None]
     theta = np.arccos(cos)
     sin_t = np.sin(theta)
