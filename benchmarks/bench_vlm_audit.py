@@ -105,9 +105,9 @@ def main() -> None:
         t_cached, doc = timed(lambda: audit(None), repeat=3)
         t_report, _ = timed(lambda: write_audit(doc, Path(tmp) / "audit"))
 
-        from fairsets.audit.embeddings import _decode
+        from fairsets.audit.embeddings import decode_image
 
-        images = [_decode(b) for _, b in ds.images("balanced", ["test"])]
+        images = [decode_image(b) for _, b in ds.images("balanced", ["test"])]
 
         def model_only():
             for i in range(0, len(images), 32):

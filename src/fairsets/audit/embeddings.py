@@ -34,7 +34,7 @@ from fairsets.publish.atomic import atomic_path, atomic_write_text
 if TYPE_CHECKING:
     from fairsets.models import VLM
 
-__all__ = ["EmbeddingCache", "ImageEmbeddings", "embed_dataset", "embed_texts"]
+__all__ = ["EmbeddingCache", "ImageEmbeddings", "decode_image", "embed_dataset", "embed_texts"]
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,8 @@ def _vectors(column: Any) -> np.ndarray:
     return np.asarray(arr.to_pylist(), dtype=np.float32)
 
 
-def _decode(data: bytes) -> Any:
+def decode_image(data: bytes) -> Any:
+    """Decode image bytes to an RGB PIL image (raises on damaged data)."""
     from PIL import Image
 
     with Image.open(io.BytesIO(data)) as im:
@@ -234,7 +235,7 @@ def embed_dataset(
                     continue
                 wanted[key] = sha
                 try:
-                    image = _decode(data)
+                    image = decode_image(data)
                 except Exception as e:  # a damaged image is a per-sample rejection, not a failed audit
                     skipped[key] = f"image does not decode: {type(e).__name__}: {e}"
                     advance(1)

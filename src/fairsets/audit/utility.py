@@ -15,7 +15,6 @@ class, out of the most that could (``min(k, class size)``); averaged over classe
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -23,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fairsets.audit.embeddings import decode_image
+from fairsets.audit.metrics import cosine_similarity
 from fairsets.pipeline.progress import Progress
 
 if TYPE_CHECKING:
@@ -32,14 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["IMAGE_SUFFIXES", "evaluate_utility", "iter_labelled", "zero_shot_metrics"]
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
-
-
-def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
-    b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
-    return a @ b.T
 
 
 def zero_shot_metrics(
@@ -58,7 +51,7 @@ def zero_shot_metrics(
         raise ValueError(f"shapes do not match: images {images.shape}, class texts {class_texts.shape}")
     if len(labels) != len(images) or len(images) == 0:
         raise ValueError(f"{len(images)} images but {len(labels)} labels")
-    sims = _cos(images, class_texts)  # (n, c)
+    sims = cosine_similarity(images, class_texts)  # (n, c)
     accuracy = float(np.mean(np.argmax(sims, axis=1) == labels))
     recall: dict[str, float] = {}
     present = [c for c in range(class_texts.shape[0]) if np.any(labels == c)]
@@ -71,14 +64,6 @@ def zero_shot_metrics(
             scores.append(float(np.sum(labels[order] == c)) / min(k_eff, relevant))
         recall[f"recall@{k}"] = float(np.mean(scores))
     return {"accuracy": accuracy, **recall}
-
-
-def _open_image(data: bytes) -> Any:
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as im:
-        im.load()
-        return im.convert("RGB")
 
 
 def iter_labelled(
@@ -152,7 +137,7 @@ def evaluate_utility(
     for ident, label, blob, err in items:
         if err is None:
             try:
-                images.append(_open_image(blob))  # type: ignore[arg-type]
+                images.append(decode_image(blob))  # type: ignore[arg-type]
                 names.append(label)
                 continue
             except Exception as e:  # a damaged image is skipped with its reason

@@ -23,6 +23,7 @@ import numpy as np
 
 from fairsets.audit.dataset import DatasetError, PublishedDataset, open_dataset
 from fairsets.audit.embeddings import EmbeddingCache, ImageEmbeddings, embed_dataset, embed_texts
+from fairsets.audit.report import AUDIT_SCHEMA, render_report
 from fairsets.pipeline.progress import Progress
 from fairsets.publish.atomic import atomic_write_text
 
@@ -35,15 +36,13 @@ __all__ = ["AUDIT_FILE", "REPORT_FILE", "SCHEMA", "group_labels", "run_vlm_audit
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "fairsets.audit.vlm/1"
+SCHEMA = AUDIT_SCHEMA
 AUDIT_FILE = "audit.json"
 REPORT_FILE = "report.html"
 
 
-def group_labels(
-    emb: ImageEmbeddings, attribute: str
-) -> tuple[ImageEmbeddings, list[str], list[dict[str, str]]]:
-    """Keep the rows that have a value for ``attribute``; return them, their labels and the dropped keys."""
+def group_labels(emb: ImageEmbeddings, attribute: str) -> tuple[ImageEmbeddings, list[str]]:
+    """Keep rows with a value for ``attribute`` (the rest join ``skipped``); return them and their labels."""
     if emb.rows and attribute not in emb.rows[0]:
         cols = ", ".join(sorted(k for k in emb.rows[0] if not k.startswith("_")))
         raise DatasetError(f"no column {attribute!r} in the metadata (columns: {cols})")
@@ -61,7 +60,7 @@ def group_labels(
         skipped=list(emb.skipped) + dropped,
         computed=emb.computed,
     )
-    return sub, labels, dropped
+    return sub, labels
 
 
 def _utc_now() -> str:
@@ -210,7 +209,7 @@ def run_vlm_audit(
     emb = embed_dataset(
         ds, vlm, variant, splits, batch_size=batch_size, cache_dir=cache_dir, progress=progress
     )
-    emb, labels, _ = group_labels(emb, attribute)
+    emb, labels = group_labels(emb, attribute)
     cache = EmbeddingCache.for_dataset(ds, vlm, cache_dir)
     wanted = prompts.all_prompts() + (list(prompts.job) if prompts.job else [])
     text_vecs = embed_texts(vlm, wanted, cache=cache)
@@ -264,8 +263,6 @@ def _check_transform(transform: DebiasTransform, vlm: VLM) -> None:
 
 def write_audit(doc: dict[str, Any], out: str | os.PathLike[str]) -> dict[str, Path]:
     """Write ``audit.json`` and ``report.html`` into ``out`` (atomically)."""
-    from fairsets.audit.report import render_report
-
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     path = atomic_write_text(

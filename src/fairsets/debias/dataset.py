@@ -60,7 +60,7 @@ def fit_on_dataset(
     emb = embed_dataset(
         ds, vlm, variant, splits, batch_size=batch_size, cache_dir=cache_dir, progress=progress
     )
-    emb, labels, _ = group_labels(emb, attribute)
+    emb, labels = group_labels(emb, attribute)
     if len(set(labels)) < 2:
         raise ValueError(
             f"{attribute!r} has {len(set(labels))} group(s) in {variant}/{splits}; need at least 2"

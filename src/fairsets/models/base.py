@@ -12,7 +12,6 @@ import hashlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -54,10 +53,10 @@ def seeded(seed: int = SEED) -> Iterator[None]:
 
 def package_version(dist: str) -> str:
     """``"<dist> <version>"`` of an installed distribution, ``"<dist> (not installed)"`` otherwise."""
-    try:
-        return f"{dist} {metadata.version(dist)}"
-    except metadata.PackageNotFoundError:
-        return f"{dist} (not installed)"
+    from fairsets.publish.manifest import package_versions
+
+    version = package_versions([dist])[dist]
+    return f"{dist} {version}" if version is not None else f"{dist} (not installed)"
 
 
 def check_device(device: str) -> str:
