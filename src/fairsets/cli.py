@@ -615,3 +615,19 @@ def card_update_cmd(
 
 if __name__ == "__main__":  # pragma: no cover
     app()
+
+
+geo_app = typer.Typer(
+    help="Geo-profile captions: caption → country, evaluation, entity filter, analyses.", no_args_is_help=True
+)
+app.add_typer(geo_app, name="geo")
+
+
+def _register_geo() -> None:
+    from .geo import _cli_analyze, _cli_entity, _cli_profile
+
+    for module in (_cli_profile, _cli_entity, _cli_analyze):
+        module.register(geo_app)
+
+
+_register_geo()

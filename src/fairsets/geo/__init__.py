@@ -1,0 +1,1 @@
+"""Geo-profiling of image–caption datasets (GeoProfiler): caption → country, evaluation, analyses."""

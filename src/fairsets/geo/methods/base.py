@@ -1,0 +1,67 @@
+"""The caption → country method contract and its registry.
+
+A method maps a batch of captions to ISO 3166-1 alpha-3 codes, or ``None`` for "no country"::
+
+    method = get_method("offline")
+    method.predict(["Happy boys at Copacabana Beach", "Kitchen and dining space"])
+    # ['BRA', None]
+
+Adding a method: a :class:`GeoMethod` subclass in its own module, decorated with
+``@GEO_METHODS.register("name")``, one import line in ``fairsets/geo/methods/__init__.py``, and
+its test. Constructors take keyword options only (JSON-friendly values), so a method can be
+rebuilt from ``{"method": name, **options}`` inside pipeline tasks on any executor.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from fairsets.registry import Registry
+
+__all__ = ["GEO_METHODS", "GeoMethod", "get_method", "method_from_spec"]
+
+GEO_METHODS: Registry[type[GeoMethod]] = Registry("geo method")
+
+
+class GeoMethod(ABC):
+    """Maps captions to countries. Subclasses set ``name`` and implement :meth:`predict`."""
+
+    name: str = "method"
+
+    def __init__(self, **options: Any) -> None:
+        self.options = dict(options)
+
+    @abstractmethod
+    def predict(self, captions: Sequence[str]) -> list[str | None]:
+        """One ISO alpha-3 code (or ``None``) per caption, in order."""
+
+    def spec(self) -> dict[str, Any]:
+        """``{"method": name, **options}``: enough to rebuild this method in another process."""
+        return {"method": self.name, **self.options}
+
+    def provenance(self) -> dict[str, Any]:
+        """What made the predictions (method, options, data and package versions); no secrets."""
+        return {"method": self.name, "options": dict(self.options)}
+
+    def close(self) -> None:
+        """Release clients, pools and models."""
+
+    def __enter__(self) -> GeoMethod:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def get_method(name: str, **options: Any) -> GeoMethod:
+    """Build the registered method ``name`` with keyword ``options``."""
+    cls = GEO_METHODS.get(name)
+    return cls(**options)
+
+
+def method_from_spec(spec: dict[str, Any]) -> GeoMethod:
+    """Rebuild a method from :meth:`GeoMethod.spec`."""
+    spec = dict(spec)
+    return get_method(spec.pop("method"), **spec)
