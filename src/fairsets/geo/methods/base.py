@@ -37,6 +37,14 @@ class GeoMethod(ABC):
     def predict(self, captions: Sequence[str]) -> list[str | None]:
         """One ISO alpha-3 code (or ``None``) per caption, in order."""
 
+    def predict_with_errors(self, captions: Sequence[str]) -> tuple[list[str | None], list[str | None]]:
+        """Predictions plus one error reason (or ``None``) per caption.
+
+        Methods that can fail per caption (a remote model) override this; for the others a
+        caption either names a country or not, and there is nothing to report.
+        """
+        return self.predict(captions), [None] * len(captions)
+
     def spec(self) -> dict[str, Any]:
         """``{"method": name, **options}``: enough to rebuild this method in another process."""
         return {"method": self.name, **self.options}

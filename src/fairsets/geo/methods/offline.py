@@ -1,0 +1,590 @@
+"""``offline``: the best caption → country mapping without a language model.
+
+Pipeline per caption (no model, ~10k captions/s on one core):
+
+1. **Tokens and casing.** Words with their original case; the caption's case mode (``normal``
+   sentence case, ``title`` case, ``upper``, ``lower``) decides how much a capital letter says.
+2. **False friends.** Phrases from ``data/false_friends.txt`` (French fries, turkey dinner,
+   Paris Hilton, Air Jordan, stock photo, …) are masked before any lookup.
+3. **Entities.** Longest gazetteer matches (countries, aliases, demonyms, ISO 3166-2
+   subdivisions, English names of regions/landmarks/islands, GeoNames cities ≥ 1,000
+   inhabitants, exonyms) — the "entities" are the spans the gazetteer knows.
+4. **Evidence per mention.** A base strength by kind (a country name says more than a village
+   name; a city's strength grows with log population). Names that are also English words
+   (Nice, Reading, Sale, Split, Mobile, Victoria, Jordan…) need evidence: a capital letter in a
+   sentence-case caption, a preposition before (in, at, near, from, visit…), a place noun
+   after (beach, hotel, airport…), or another mention of the same country next to them
+   ("Reading, Berkshire"). Given names followed by a surname-like word ("Sydney Sweeney") and
+   names after a title ("Queen Victoria") are people. Demonyms followed by style/food words
+   ("Italian style", "Mexican recipe") are not places.
+5. **Ambiguity policy.** Each mention spreads its strength over its candidate countries in
+   proportion to population × a mild prior for the countries English web captions talk about
+   most; mentions that support the same country reinforce each other, so "Paris, Texas" →
+   USA, "Cambridge, MA" → USA, "Victoria, BC" → CAN, "Perth, Scotland" → GBR, "Tbilisi,
+   Georgia" → GEO.
+6. **Decision.** The country with the highest total wins if it reaches ``threshold``;
+   otherwise "no country".
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from ..countries import fold
+from ..gazetteer import Gazetteer, Place, Token, gazetteer, name_key, tokenize
+from .base import GEO_METHODS, GeoMethod
+
+__all__ = ["OfflineMethod", "explain"]
+
+# -- small closed word lists (the policy; bigger lists live in data/) ----------------------------
+PREPOSITIONS = frozenset(
+    [
+        "in",
+        "at",
+        "near",
+        "from",
+        "to",
+        "visit",
+        "visiting",
+        "around",
+        "across",
+        "outside",
+        "inside",
+        "downtown",
+        "via",
+        "into",
+        "throughout",
+        "across",
+        "toward",
+        "towards",
+        "within",
+    ]
+)
+# Nouns that follow a place name and confirm it ("Nice airport", "Florence cathedral").
+PLACE_NOUNS = frozenset(
+    [
+        "flag",
+        "flags",
+        "map",
+        "national",
+        "airport",
+        "beach",
+        "beaches",
+        "bay",
+        "harbour",
+        "harbor",
+        "port",
+        "city",
+        "town",
+        "village",
+        "downtown",
+        "skyline",
+        "cathedral",
+        "church",
+        "temple",
+        "mosque",
+        "castle",
+        "palace",
+        "station",
+        "university",
+        "college",
+        "museum",
+        "zoo",
+        "park",
+        "street",
+        "road",
+        "avenue",
+        "boulevard",
+        "highway",
+        "bridge",
+        "river",
+        "lake",
+        "island",
+        "islands",
+        "coast",
+        "coastline",
+        "county",
+        "province",
+        "state",
+        "region",
+        "district",
+        "suburb",
+        "neighbourhood",
+        "neighborhood",
+        "centre",
+        "center",
+        "mall",
+        "market",
+        "square",
+        "old",
+        "valley",
+        "mountains",
+        "mountain",
+        "hills",
+        "waterfront",
+        "marina",
+        "pier",
+        "promenade",
+        "metro",
+        "subway",
+        "stadium",
+        "campus",
+        "province",
+        "capital",
+        "countryside",
+        "resort",
+        "area",
+        "hotel",
+        "hotels",
+    ]
+)
+# Words after a demonym that make it a style, a dish or a breed rather than a place.
+STYLE_WORDS = frozenset(
+    [
+        "style",
+        "styled",
+        "styles",
+        "inspired",
+        "themed",
+        "theme",
+        "design",
+        "designs",
+        "decor",
+        "look",
+        "looks",
+        "fashion",
+        "food",
+        "foods",
+        "cuisine",
+        "cuisines",
+        "recipe",
+        "recipes",
+        "dish",
+        "dishes",
+        "dessert",
+        "desserts",
+        "cooking",
+        "cook",
+        "cookbook",
+        "meal",
+        "meals",
+        "breed",
+        "breeds",
+        "puppy",
+        "puppies",
+        "dog",
+        "dogs",
+        "cat",
+        "cats",
+        "kitten",
+        "restaurant",
+        "restaurants",
+        "takeaway",
+        "dressing",
+        "sauce",
+        "salad",
+        "soup",
+        "bread",
+        "cheese",
+        "language",
+        "lessons",
+        "lesson",
+        "class",
+        "classes",
+        "course",
+        "courses",
+        "grammar",
+        "alphabet",
+        "letters",
+        "letter",
+        "word",
+        "words",
+        "text",
+        "translation",
+        "subtitles",
+        "speaking",
+        "speaker",
+        "teacher",
+        "tutor",
+        "keyboard",
+        "font",
+        "script",
+        "calligraphy",
+        "numerals",
+    ]
+)
+# Words before a demonym that change what it means ("Latin American", "pan-African").
+DEMONYM_BLOCKERS = frozenset(
+    ["latin", "south", "north", "central", "pan", "anglo", "afro", "euro", "meso", "sub"]
+)
+TITLES = frozenset(
+    [
+        "queen",
+        "king",
+        "prince",
+        "princess",
+        "lady",
+        "lord",
+        "mr",
+        "mrs",
+        "ms",
+        "miss",
+        "dr",
+        "sir",
+        "madame",
+        "duke",
+        "duchess",
+        "empress",
+        "emperor",
+    ]
+)
+MONTHS = frozenset(
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ]
+)
+
+# Base strength of one mention, by kind.
+KIND_STRENGTH = {
+    "country": 3.0,
+    "alias": 3.0,
+    "code": 3.0,
+    "demonym": 2.2,
+    "region": 2.2,
+    "place": 2.5,
+    "admin_code": 1.6,
+    "region_demonym": 1.8,
+    "demonym_ambiguous": 0.7,
+}
+# Mild prior for the countries English web captions talk about most (breaks near-ties between
+# namesakes of similar size, e.g. Cambridge GBR/CAN/USA); everything else is 1.
+COUNTRY_PRIOR = {"USA": 1.6, "GBR": 1.5, "CAN": 1.25, "AUS": 1.25, "IND": 1.15, "IRL": 1.1, "NZL": 1.1}
+WEAK = 0.3  # factor for a mention that lacks the evidence it needs
+REGION_POPULATION = 1_000_000  # subdivisions and named places have no population: assume a big one
+
+
+@functools.cache
+def _lines(name: str) -> tuple[str, ...]:
+    try:
+        text = resources.files("fairsets.geo").joinpath("data").joinpath(name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ()
+    return tuple(s for line in text.splitlines() if (s := line.split("#", 1)[0].strip()))
+
+
+@functools.cache
+def _false_friends() -> dict[str, tuple[tuple[str, ...], ...]]:
+    """First token → token tuples of false-friend phrases (longest first)."""
+    by_first: dict[str, list[tuple[str, ...]]] = {}
+    for phrase in _lines("false_friends.txt"):
+        toks = tuple(name_key(phrase).split())
+        if toks:
+            by_first.setdefault(toks[0], []).append(toks)
+    return {k: tuple(sorted(v, key=len, reverse=True)) for k, v in by_first.items()}
+
+
+@functools.cache
+def _given_names() -> frozenset[str]:
+    return frozenset(fold(x) for x in _lines("given_names.txt"))
+
+
+@functools.cache
+def _english_words() -> frozenset[str]:
+    """Lower-case English dictionary words (Webster's 2nd, public domain, via ``english-words``)."""
+    try:
+        from english_words import get_english_words_set
+    except ImportError:  # pragma: no cover - a dependency of the geo extra
+        return frozenset()
+    words = get_english_words_set(["web2"], lower=False)
+    return frozenset(w for w in words if w.islower())
+
+
+def _case_mode(tokens: list[Token]) -> str:
+    words = [t.text for t in tokens if t.text[:1].isalpha()]
+    if not words:
+        return "lower"
+    lower = sum(w[:1].islower() for w in words)
+    if all(not w.islower() and w.upper() == w for w in words if len(w) > 1) and any(
+        len(w) > 1 for w in words
+    ):
+        return "upper"
+    if lower == len(words):
+        return "lower"
+    long_words = [w for w in words if len(w) > 3]
+    if long_words and sum(w[:1].isupper() for w in long_words) / len(long_words) >= 0.75:
+        return "title"
+    return "normal"
+
+
+@dataclass
+class Mention:
+    start: int  # token index
+    end: int
+    key: str
+    places: tuple[Place, ...]
+    strength: float
+    weights: dict[str, float]
+    note: str = ""
+    listed: bool = False  # separated from another mention by a comma only
+
+
+class OfflineMethod(GeoMethod):
+    """Gazetteer entities + population priors + context rules; see the module docstring."""
+
+    name = "offline"
+
+    def __init__(
+        self,
+        *,
+        threshold: float = 1.0,
+        min_population: int = 1000,
+        coupling: float = 1.5,
+        **options: Any,
+    ) -> None:
+        super().__init__(threshold=threshold, min_population=min_population, coupling=coupling, **options)
+        self.threshold = float(threshold)
+        self.coupling = float(coupling)
+        self.gaz: Gazetteer = gazetteer(int(min_population))
+        self.words = _english_words()
+        self.given = _given_names()
+        self.false_friends = _false_friends()
+        self._common_cache: dict[str, bool] = {}
+
+    # -- public ---------------------------------------------------------------------------------
+    def predict(self, captions: Sequence[str]) -> list[str | None]:
+        return [self.predict_one(c) for c in captions]
+
+    def predict_one(self, caption: str) -> str | None:
+        scores, _ = self._score(caption)
+        if not scores:
+            return None
+        best, value = max(scores.items(), key=lambda kv: (kv[1], kv[0]))
+        return best if value >= self.threshold else None
+
+    def provenance(self) -> dict[str, Any]:
+        return {
+            **super().provenance(),
+            "gazetteer": self.gaz.provenance(),
+            "false_friends": sum(len(v) for v in self.false_friends.values()),
+        }
+
+    # -- internals ------------------------------------------------------------------------------
+    def _is_common(self, key: str) -> bool:
+        hit = self._common_cache.get(key)
+        if hit is None:
+            hit = " " not in key and key in self.words
+            self._common_cache[key] = hit
+        return hit
+
+    def _blocked(self, tokens: list[Token]) -> set[int]:
+        blocked: set[int] = set()
+        keys = [t.key for t in tokens]
+        ff = self.false_friends
+        for i, k in enumerate(keys):
+            for phrase in ff.get(k, ()):
+                n = len(phrase)
+                if tuple(keys[i : i + n]) == phrase:
+                    blocked.update(range(i, i + n))
+                    break
+        return blocked
+
+    def _city_strength(self, pop: int) -> float:
+        if pop <= 0:
+            return 1.0
+        return min(2.4, max(0.9, 0.9 + 0.35 * (math.log10(pop) - 3)))
+
+    def _mention(
+        self, tokens: list[Token], caption: str, mode: str, i: int, j: int, key: str
+    ) -> Mention | None:
+        places = self.gaz.lookup(key)
+        first = tokens[i]
+        prev = tokens[i - 1].key if i > 0 else ""
+        nxt = tokens[j] if j < len(tokens) else None
+        nxt_key = nxt.key if nxt else ""
+        capital = first.text[:1].isupper()
+        top_kind = places[0].kind
+
+        if key in MONTHS:
+            return None
+        # Exact-case abbreviations only: "US"/"UK" yes, "us" never.
+        if top_kind == "code" and not (
+            first.text.isupper() or "." in caption[first.start : tokens[j - 1].end + 1]
+        ):
+            places = tuple(p for p in places if p.kind != "code")
+            if not places:
+                return None
+            top_kind = places[0].kind
+
+        strength = KIND_STRENGTH.get(top_kind, 0.0)
+        if top_kind == "city":
+            strength = self._city_strength(max(p.population for p in places if p.kind == "city"))
+
+        note = top_kind
+        # Demonyms: styles, dishes, breeds and languages are not places.
+        if top_kind in ("demonym", "region_demonym", "demonym_ambiguous"):
+            if nxt_key in STYLE_WORDS or prev in DEMONYM_BLOCKERS:
+                return None
+        # People: "Queen Victoria", "Sydney Sweeney", "Jordan Peterson".
+        if (prev in TITLES or key.split(" ", 1)[0] in TITLES) and top_kind not in (
+            "country",
+            "alias",
+            "code",
+        ):
+            return None
+        sep_after = caption[tokens[j - 1].end : nxt.start] if nxt else ""
+        if (
+            j - i == 1
+            and key in self.given
+            and nxt is not None
+            and sep_after == " "
+            and nxt.text[:1].isupper()
+            and not nxt.text.isupper()
+            and nxt_key not in self.gaz.first_tokens
+            and nxt_key not in PLACE_NOUNS
+            and nxt_key not in self.words
+        ):
+            return None
+
+        # Evidence for names that are also ordinary words (or given names, or in lower case).
+        evidence = 0.0
+        if prev in PREPOSITIONS:
+            evidence += 1.0
+        if nxt_key in PLACE_NOUNS:
+            evidence += 0.6
+        if mode == "normal" and capital and i > 0:
+            evidence += 0.5
+        common = (
+            self._is_common(key) or key in self.given or top_kind == "demonym_ambiguous"
+        ) and top_kind not in ("code", "demonym", "region_demonym")
+        lower_in_cased = not capital and mode in ("normal", "title")
+        if common and lower_in_cased and evidence < 1.0:
+            return None  # "nice view", "for sale", "china plates" in a cased caption
+        needed = 0.5 if top_kind in ("country", "alias") else 1.0
+        if (common or lower_in_cased) and evidence < needed:
+            strength *= WEAK
+            note += ":weak"
+        elif top_kind == "city" and evidence >= 1.0:
+            strength = max(strength, 1.2)  # "in Hokitika": small places need a little context
+
+        return Mention(i, j, key, places, strength, self._weights(places), note)
+
+    def _weights(self, places: tuple[Place, ...]) -> dict[str, float]:
+        best: dict[str, float] = {}
+        for p in places:
+            if p.kind == "city":
+                pop = p.population or 1000
+            elif p.kind in ("country", "alias", "code", "demonym", "demonym_ambiguous"):
+                pop = max(p.population, REGION_POPULATION) * 10
+            else:
+                pop = REGION_POPULATION
+            w = pop * COUNTRY_PRIOR.get(p.iso3, 1.0)
+            if w > best.get(p.iso3, 0.0):
+                best[p.iso3] = w
+        total = sum(best.values()) or 1.0
+        return {k: v / total for k, v in best.items()}
+
+    def _admin_code(self, tokens: list[Token], caption: str, i: int) -> Mention | None:
+        tok = tokens[i]
+        if not (tok.text.isupper() and 2 <= len(tok.text) <= 3 and i > 0):
+            return None
+        iso3 = self.gaz.admin_codes.get(tok.text)
+        if iso3 is None:
+            return None
+        sep = caption[tokens[i - 1].end : tok.start]
+        if "," not in sep:
+            return None
+        place = Place(iso3, "admin_code", 0, tok.text)
+        return Mention(i, i + 1, tok.key, (place,), KIND_STRENGTH["admin_code"], {iso3: 1.0}, "admin_code")
+
+    def _mentions(self, caption: str) -> list[Mention]:
+        tokens = tokenize(caption)
+        if not tokens:
+            return []
+        mode = _case_mode(tokens)
+        blocked = self._blocked(tokens)
+        mentions: list[Mention] = []
+        taken: set[int] = set()
+        for i, j, key in self.gaz.matches(tokens, blocked):
+            m = self._mention(tokens, caption, mode, i, j, key)
+            if m is not None:
+                mentions.append(m)
+                taken.update(range(i, j))
+        for i in range(1, len(tokens)):
+            if i not in taken and i not in blocked:
+                m = self._admin_code(tokens, caption, i)
+                if m is not None:
+                    mentions.append(m)
+        mentions.sort(key=lambda m: m.start)
+        for a, b in zip(mentions, mentions[1:]):
+            sep = caption[tokens[a.end - 1].end : tokens[b.start].start]
+            if b.start == a.end and sep.strip() in (",", "-", "|", "(", "/"):
+                a.listed = b.listed = True
+        return mentions
+
+    def _score(self, caption: str) -> tuple[dict[str, float], list[Mention]]:
+        mentions = self._mentions(caption)
+        if not mentions:
+            return {}, mentions
+        # Mentions that support the same country reinforce each other; an adjacent pair
+        # ("Reading, Berkshire", "Paris, Texas") lends its neighbour the evidence it lacks.
+        scores: dict[str, float] = {}
+        for idx, m in enumerate(mentions):
+            support: dict[str, float] = {}
+            for jdx, o in enumerate(mentions):
+                if jdx == idx:
+                    continue
+                adjacent = o.start == m.end or o.end == m.start
+                near = abs(o.start - m.end) <= 2 or abs(m.start - o.end) <= 2
+                factor = 1.0 + (1.0 if adjacent else 0.5 if near else 0.0)
+                for c, w in o.weights.items():
+                    support[c] = support.get(c, 0.0) + o.strength * w * factor
+            strength = m.strength
+            if m.note.endswith(":weak") and any(support.get(c, 0) >= 1.0 for c in m.weights):
+                strength /= WEAK  # a neighbour of the same country is the evidence it lacked
+            elif m.note.endswith(":weak") and m.listed:
+                strength /= WEAK  # "Petra, Jordan": a comma-separated list of places
+            raw = {c: w * (1.0 + self.coupling * support.get(c, 0.0)) for c, w in m.weights.items()}
+            total = sum(raw.values()) or 1.0
+            for c, v in raw.items():
+                scores[c] = scores.get(c, 0.0) + strength * v / total
+        return scores, mentions
+
+
+def explain(caption: str, method: OfflineMethod | None = None) -> dict[str, Any]:
+    """Why ``offline`` decided what it did: mentions, strengths, weights and country scores."""
+    method = method or OfflineMethod()
+    scores, mentions = method._score(caption)
+    tokens = tokenize(caption)
+    return {
+        "caption": caption,
+        "prediction": method.predict_one(caption),
+        "scores": dict(sorted(scores.items(), key=lambda kv: -kv[1])),
+        "mentions": [
+            {
+                "text": caption[tokens[m.start].start : tokens[m.end - 1].end],
+                "kind": m.note,
+                "strength": round(m.strength, 3),
+                "weights": {k: round(v, 3) for k, v in sorted(m.weights.items(), key=lambda kv: -kv[1])[:5]},
+            }
+            for m in mentions
+        ],
+    }
+
+
+GEO_METHODS.register("offline")(OfflineMethod)
