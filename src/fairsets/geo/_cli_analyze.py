@@ -1,9 +1,242 @@
-"""``fairsets geo`` commands: analyze."""
+"""``fairsets geo`` commands: analyze (the paper's distribution, GR and diversity analyses) and reference."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from ._cli_util import die
+
+_GEO_REQUIRES = (("pandas", "geo"), ("scipy", "geo"), ("powerlaw", "geo"), ("matplotlib", "geo"))
+
+
+def _summary(doc: dict[str, Any]) -> None:
+    """A rich table: one row per entity and one for all rows."""
+    from rich.console import Console
+    from rich.table import Table
+
+    top_k = doc["settings"]["top_k"]
+    table = Table(
+        title=f"{doc['input']['n_rows']} rows ({doc['input']['n_excluded_entity_absent']} excluded)"
+    )
+    for col in (
+        "group",
+        "rows",
+        "undersp. %",
+        f"top-{top_k} %",
+        "countries",
+        "α",
+        "GOF p",
+        "under %",
+        "over %",
+    ):
+        table.add_column(col, justify="left" if col == "group" else "right")
+    mods = [m for m in ("text", "image") if doc["diversity"].get(m)]
+    for m in mods:
+        table.add_column(f"div {m}", justify="right")
+
+    def pct(x: Any) -> str:
+        return f"{100 * x:.1f}" if isinstance(x, (int, float)) else "–"
+
+    for name, g in [*doc["entities"].items(), ("overall", doc["overall"])]:
+        pl, rep = g["power_law"], g["representation"]
+        gof = (pl.get("gof") or {}).get("p")
+        cells = [
+            name,
+            str(g["n_rows"]),
+            pct(g["shares"]["underspecified"]),
+            pct(g["shares"]["top"]),
+            str(g["n_countries"]),
+            f"{pl['alpha']:.2f}" if pl["status"] == "ok" else "–",
+            f"{gof:.2f}" if isinstance(gof, float) else "–",
+            pct(rep.get("under_share")),
+            pct(rep.get("over_share")),
+        ]
+        for m in mods:
+            d = doc["diversity"][m]["groups"].get(name if doc["entities"] else "overall")
+            cells.append(f"{d['mean']:.3f}" if d and d["mean"] is not None else "–")
+        table.add_row(*cells)
+    Console().print(table)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the ``fairsets geo`` app."""
+
+    @app.command("analyze")
+    def analyze_cmd(
+        profiled: Annotated[
+            Path, typer.Argument(help="Geo-profiled rows (Parquet/CSV): country (ISO3), caption, entity, ...")
+        ],
+        out: Annotated[
+            Path, typer.Option("--out", "-o", help="Folder for analysis.json, report.html, CSVs.")
+        ],
+        entity_column: Annotated[
+            str | None, typer.Option(help="Entity column (default: 'entity' if present, else one group).")
+        ] = None,
+        reference: Annotated[
+            Path | None,
+            typer.Option(
+                help="Country statistics CSV (iso3|country, gdp, population), e.g. from 'fairsets geo "
+                "reference'; default: GeoNames population, no GDP."
+            ),
+        ] = None,
+        gr_reference: Annotated[
+            str,
+            typer.Option(
+                help="GR reference distribution: uniform (independent countries), uniform-all, population, "
+                "or a CSV (iso3|country, weight, optional entity)."
+            ),
+        ] = "uniform",
+        r: Annotated[
+            float, typer.Option("--r", help="GR threshold: over if GR > r, under if GR < 1/r.", min=1.0)
+        ] = 3.0,
+        min_samples: Annotated[
+            int,
+            typer.Option(
+                help="Diversity: score (entity, country) cells with n >= this (the paper: > 100).", min=1
+            ),
+        ] = 100,
+        top_k: Annotated[int, typer.Option(help="Countries in the 'top' share (Table 1).", min=1)] = 10,
+        text_encoder: Annotated[
+            str,
+            typer.Option(
+                help="Caption diversity: minilm (all-MiniLM-L6-v2), a sentence-transformers folder "
+                "or hub id, or none."
+            ),
+        ] = "none",
+        image_model: Annotated[
+            str | None, typer.Option(help="Image diversity: a fairsets VLM spec (ViT-B-32, hf:..., ...).")
+        ] = None,
+        pretrained: Annotated[
+            str | None,
+            typer.Option(help="Weights of --image-model: a tag, a local file, or 'none' (random)."),
+        ] = None,
+        bootstrap: Annotated[
+            int | None,
+            typer.Option(help="Synthetic sets for the power-law GOF p-value (0: none; default 250).", min=0),
+        ] = None,
+        alternatives: Annotated[
+            str,
+            typer.Option(
+                help="Distributions the power law is compared with, comma-separated, or 'none' "
+                "(lognormal, exponential, truncated_power_law, stretched_exponential)."
+            ),
+        ] = "lognormal,exponential,truncated_power_law,stretched_exponential",
+        seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+        device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps (encoders).")] = "cpu",
+        batch_size: Annotated[int, typer.Option(help="Samples per encoder forward pass.", min=1)] = 32,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
+    ) -> None:
+        """Shares, power law, GDP/population correlations, GR and diversity (GeoProfiler §4.1–4.3)."""
+        from ..models import ModelUnavailable
+        from ..pipeline.step import MissingDependency, check_requires
+
+        try:
+            check_requires("fairsets geo analyze", _GEO_REQUIRES)
+        except MissingDependency as exc:
+            die(str(exc))
+        from ..pipeline.progress import Progress
+        from .analyze import ANALYSIS_FILE, DEFAULT_BOOTSTRAP, REPORT_FILE, run_analysis
+        from .diversity import ImageEncoder, TextEncoder
+
+        alts = [a.strip() for a in alternatives.split(",") if a.strip() and a.strip().lower() != "none"]
+        if pretrained is not None and image_model is None:
+            die("--pretrained needs --image-model")
+        text = None
+        image = None
+        try:
+            if text_encoder.strip().lower() != "none":
+                text = TextEncoder(text_encoder, device=device, batch_size=batch_size)
+            if image_model is not None:
+                from ..models import load_vlm
+
+                image = ImageEncoder(load_vlm(image_model, pretrained, device=device), batch_size=batch_size)
+        except (ModelUnavailable, MissingDependency, ValueError) as exc:
+            die(str(exc))
+        try:
+            doc = run_analysis(
+                profiled,
+                out,
+                entity_column=entity_column,
+                reference=reference,
+                gr_reference=gr_reference,
+                r=r,
+                min_samples=min_samples,
+                top_k=top_k,
+                text_encoder=text,
+                image_encoder=image,
+                bootstrap=DEFAULT_BOOTSTRAP if bootstrap is None else bootstrap,
+                seed=seed,
+                alternatives=alts,
+                progress=Progress(False if quiet else None),
+            )
+        except (FileNotFoundError, ValueError, OSError) as exc:
+            die(str(exc))
+        if quiet:
+            return
+        _summary(doc)
+        for m in ("text", "image"):
+            d = doc["diversity"].get(m)
+            if d and d["n_skipped"]:
+                typer.echo(
+                    f"{d['n_skipped']} {m} sample(s) skipped (see analysis.json diversity.{m}.skipped)"
+                )
+        typer.echo(f"wrote {out / ANALYSIS_FILE} and {out / REPORT_FILE}")
+
+    @app.command("reference")
+    def reference_cmd(
+        year: Annotated[int, typer.Option("--year", help="Data year (e.g. 2022).", min=1960, max=2100)],
+        out: Annotated[
+            Path, typer.Option("--out", "-o", help="CSV to write (iso3, name, year, gdp, population).")
+        ],
+        cache_dir: Annotated[
+            Path | None,
+            typer.Option(
+                help="Cache of API answers (default $FAIRSETS_CACHE_DIR/worldbank, else "
+                "~/.cache/fairsets/worldbank)."
+            ),
+        ] = None,
+        indicator: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--indicator", help="World Bank indicators; repeat (default NY.GDP.MKTP.CD SP.POP.TOTL)."
+            ),
+        ] = None,
+        base_url: Annotated[
+            str, typer.Option(help="World Bank API v2 root (a mirror).")
+        ] = "https://api.worldbank.org/v2",
+        no_cache: Annotated[
+            bool, typer.Option("--no-cache", help="Neither read nor write the cache.")
+        ] = False,
+    ) -> None:
+        """Download GDP and population per country from the World Bank API (CC BY 4.0) into a CSV."""
+        from ..fetch.retry import HttpStatusError
+        from ..pipeline.step import MissingDependency, check_requires
+
+        try:
+            check_requires("fairsets geo reference", (("pandas", "geo"),))
+        except MissingDependency as exc:
+            die(str(exc))
+        from .reference import WORLD_BANK_INDICATORS, fetch_worldbank, write_reference
+
+        try:
+            table = fetch_worldbank(
+                year,
+                tuple(indicator) if indicator else WORLD_BANK_INDICATORS,
+                cache_dir=cache_dir,
+                cache=not no_cache,
+                base_url=base_url,
+            )
+            path = write_reference(table, out)
+        except (ValueError, OSError, HttpStatusError) as exc:
+            die(str(exc))
+        n_gdp = int(table["gdp"].notna().sum()) if "gdp" in table else 0
+        n_pop = int(table["population"].notna().sum()) if "population" in table else 0
+        typer.echo(
+            f"{len(table)} countries ({n_gdp} with GDP, {n_pop} with population), "
+            f"{table.attrs['requests']} request(s), {table.attrs['cache_hits']} page(s) from the cache "
+            f"→ {path}"
+        )
+        typer.echo(f"source: {table.attrs['source']}; licence: {table.attrs['license']}")

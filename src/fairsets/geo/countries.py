@@ -23,9 +23,9 @@ __all__ = [
     "CONTINENTS",
     "NONE_ANSWERS",
     "Country",
+    "countries",
     "country",
     "country_terms",
-    "countries",
     "fold",
     "is_none_answer",
     "normalize_country",
@@ -44,7 +44,20 @@ CONTINENTS: dict[str, str] = {
 
 #: Labels and answers that mean "no country" (folded).
 NONE_ANSWERS = frozenset(
-    {"", "no", "none", "no country", "nan", "null", "n/a", "na", "-", "unknown", "unspecified", "not specified"}
+    {
+        "",
+        "no",
+        "none",
+        "no country",
+        "nan",
+        "null",
+        "n/a",
+        "na",
+        "-",
+        "unknown",
+        "unspecified",
+        "not specified",
+    }
 )
 
 
@@ -130,19 +143,34 @@ def is_none_answer(text: str | None) -> bool:
         return True
     if isinstance(text, float):  # NaN from pandas
         return text != text
-    return fold(str(text)) in NONE_ANSWERS
+    return fold(str(text)) in _NONE_FOLDED
+
+
+# NONE_ANSWERS as fold() writes them ("n/a" → "n a"), so "N/A" is a none answer, not Namibia.
+_NONE_FOLDED = frozenset(fold(x) for x in NONE_ANSWERS)
 
 
 @functools.cache
 def country_terms() -> dict[str, dict[str, str]]:
-    """Folded term → ISO3, per kind: ``name``, ``alias``, ``demonym``, ``code``.
+    """Folded term → ISO3, per kind: ``name``, ``alias``, ``demonym``, ``code``,
+    ``region_demonym``, ``demonym_ambiguous``.
 
     ``name`` holds the table's names (common, M49 and formal); ``alias`` other names people use
-    (``Holland``, ``Burma``, ``Turkey``); ``demonym`` adjectives and nationalities
-    (``Brazilian``, ``Kiwi``); ``code`` the ISO alpha-2/alpha-3 codes and abbreviations
-    (``USA``, ``U.S.``, ``UAE``).
+    (``Holland``, ``Burma``, ``Turkey``, ``Deutschland``); ``demonym`` adjectives and
+    nationalities (``Brazilian``, ``Filipina``); ``code`` the ISO alpha-2/alpha-3 codes and
+    abbreviations (``USA``, ``U.S.``, ``UAE``); ``region_demonym`` demonyms of sub-national
+    places that pin one country (``Texan``, ``Bavarian``, ``Québécois``); ``demonym_ambiguous``
+    demonyms that are also languages, animals or common words and need context (``English``,
+    ``Kiwi``, ``Polish``, ``Georgian``). :func:`normalize_country` uses only the first four.
     """
-    kinds: dict[str, dict[str, str]] = {"name": {}, "alias": {}, "demonym": {}, "code": {}}
+    kinds: dict[str, dict[str, str]] = {
+        "name": {},
+        "alias": {},
+        "demonym": {},
+        "code": {},
+        "region_demonym": {},
+        "demonym_ambiguous": {},
+    }
     for c in countries().values():
         for n in (c.name, c.m49_name, c.formal_name):
             if n:
@@ -172,6 +200,7 @@ def normalize_country(text: str | None) -> str | None:
     key = fold(str(text))
     key = re.sub(r"^the ", "", key)
     terms = country_terms()
+    # Not region_demonym ("Texan" is not a country) nor demonym_ambiguous ("English", "Kiwi").
     for kind in ("name", "alias", "code", "demonym"):
         hit = terms[kind].get(key)
         if hit:

@@ -29,6 +29,7 @@ Pipeline per caption (no model, ~10k captions/s on one core):
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -218,6 +219,16 @@ STYLE_WORDS = frozenset(
         "numerals",
     ]
 )
+STYLE_WORDS |= frozenset(
+    "curry curries noodles noodle takeout chic colonial revival cottage farmhouse modern".split()
+)
+# Kinds that contain places: "<place>, <container>" reads the place inside the container.
+CONTAINERS = frozenset({"country", "alias", "code", "region", "admin_code"})
+PEOPLE_NOUNS = frozenset(
+    """tourist tourists visitor visitors traveller travellers traveler travelers student students expat
+    expats couple couples family families man men woman women girl girls boy boys people friends
+    backpackers team players fans""".split()
+)
 # Words before a demonym that change what it means ("Latin American", "pan-African").
 DEMONYM_BLOCKERS = frozenset(
     ["latin", "south", "north", "central", "pan", "anglo", "afro", "euro", "meso", "sub"]
@@ -242,6 +253,13 @@ TITLES = frozenset(
         "empress",
         "emperor",
     ]
+)
+# Car makers: the word after one is a model ("Hyundai Tucson", "Seat Ibiza", "Dodge Durango").
+BRANDS = frozenset(
+    """hyundai kia nissan dodge chevrolet chevy seat toyota honda ford jeep gmc buick lincoln mercury
+    volkswagen vw renault peugeot citroen fiat mazda subaru mitsubishi suzuki skoda opel chrysler
+    pontiac plymouth oldsmobile cadillac tesla lexus acura infiniti porsche audi bmw mercedes volvo
+    nokia samsung""".split()
 )
 MONTHS = frozenset(
     [
@@ -315,6 +333,25 @@ def _english_words() -> frozenset[str]:
     return frozenset(w for w in words if w.islower())
 
 
+_GLUE = frozenset({"the", "of", "de", "la", "le", "and", "on", "upon", "in"})
+
+
+@functools.cache
+def _zipf() -> Any:
+    """wordfreq's English Zipf frequency, or None when wordfreq is not installed."""
+    try:
+        from wordfreq import get_frequency_dict
+    except ImportError:  # pragma: no cover - a dependency of the geo extra
+        return None
+    freq = get_frequency_dict("en")
+
+    def zipf(word: str) -> float:
+        f = freq.get(word, 0.0)
+        return math.log10(f * 1e9) if f > 0 else 0.0
+
+    return zipf
+
+
 def _case_mode(tokens: list[Token]) -> str:
     words = [t.text for t in tokens if t.text[:1].isalpha()]
     if not words:
@@ -364,6 +401,7 @@ class OfflineMethod(GeoMethod):
         self.words = _english_words()
         self.given = _given_names()
         self.false_friends = _false_friends()
+        self.zipf = _zipf()
         self._common_cache: dict[str, bool] = {}
 
     # -- public ---------------------------------------------------------------------------------
@@ -374,8 +412,10 @@ class OfflineMethod(GeoMethod):
         scores, _ = self._score(caption)
         if not scores:
             return None
-        best, value = max(scores.items(), key=lambda kv: (kv[1], kv[0]))
-        return best if value >= self.threshold else None
+        best, _ = max(scores.items(), key=lambda kv: (kv[1], kv[0]))
+        # The threshold is on the evidence that a place is named at all; which country it is
+        # is the argmax (so "Cambridge" is GBR even though CAN and USA share its weight).
+        return best if sum(scores.values()) >= self.threshold else None
 
     def provenance(self) -> dict[str, Any]:
         return {
@@ -385,11 +425,33 @@ class OfflineMethod(GeoMethod):
         }
 
     # -- internals ------------------------------------------------------------------------------
-    def _is_common(self, key: str) -> bool:
+    def _is_common(self, key: str, places: tuple[Place, ...]) -> bool:
+        """Is this name (also) an ordinary English word, more often than a place name?
+
+        Single words: in the dictionary, and used more than a place of that size would be
+        (``wordfreq`` Zipf frequency above what the population predicts; without wordfreq the
+        dictionary alone decides). Multi-word names: every word is a dictionary word
+        ("Mountain View", "East Side", "the village"). Names of cities of a million or more are
+        never common ("Berlin" is a dictionary word too).
+        """
         hit = self._common_cache.get(key)
-        if hit is None:
-            hit = " " not in key and key in self.words
-            self._common_cache[key] = hit
+        if hit is not None:
+            return hit
+        biggest = max((p.population for p in places if p.kind == "city"), default=0)
+        toks = key.split(" ")
+        if biggest >= 1_000_000:
+            hit = False
+        elif len(toks) > 1:
+            hit = all(t in self.words or t in _GLUE for t in toks)
+        elif key not in self.words:
+            hit = False
+        elif self.zipf is None:
+            hit = True
+        else:
+            pop = max([biggest] + [REGION_POPULATION for p in places if p.kind in ("region", "place")])
+            expected = 1.6 + 0.65 * (math.log10(max(pop, 1000)) - 3.5)
+            hit = self.zipf(key) >= max(3.0, expected + 0.8)
+        self._common_cache[key] = hit
         return hit
 
     def _blocked(self, tokens: list[Token]) -> set[int]:
@@ -403,6 +465,10 @@ class OfflineMethod(GeoMethod):
                     blocked.update(range(i, i + n))
                     break
         return blocked
+
+    @staticmethod
+    def _biggest(places: tuple[Place, ...]) -> int:
+        return max((p.population for p in places if p.kind == "city"), default=0)
 
     def _city_strength(self, pop: int) -> float:
         if pop <= 0:
@@ -436,16 +502,20 @@ class OfflineMethod(GeoMethod):
             strength = self._city_strength(max(p.population for p in places if p.kind == "city"))
 
         note = top_kind
-        # Demonyms: styles, dishes, breeds and languages are not places.
-        if top_kind in ("demonym", "region_demonym", "demonym_ambiguous"):
-            if nxt_key in STYLE_WORDS or prev in DEMONYM_BLOCKERS:
-                return None
-        # People: "Queen Victoria", "Sydney Sweeney", "Jordan Peterson".
-        if (prev in TITLES or key.split(" ", 1)[0] in TITLES) and top_kind not in (
-            "country",
-            "alias",
-            "code",
+        # Styles, dishes, breeds and languages are not places ("Spanish colonial style",
+        # "Thai green curry", "Santa Fe style"); nor are "Latin American", "pan-African".
+        after = [t.key for t in tokens[j : j + 2]]
+        demonym = top_kind in ("demonym", "region_demonym", "demonym_ambiguous")
+        if (demonym and (any(a in STYLE_WORDS for a in after) or prev in DEMONYM_BLOCKERS)) or (
+            nxt_key in ("style", "styled", "inspired", "themed")
         ):
+            return None
+        if demonym and nxt_key in PEOPLE_NOUNS:
+            strength *= 0.5  # "German tourists in Mallorca": where they are beats who they are
+        # People: "Queen Victoria", "Sydney Sweeney", "Jordan Peterson"; car models: "Hyundai Tucson".
+        if (prev in TITLES or key.split(" ", 1)[0] in TITLES) and top_kind not in ("country", "alias", "code"):
+            return None
+        if prev in BRANDS or key in BRANDS:
             return None
         sep_after = caption[tokens[j - 1].end : nxt.start] if nxt else ""
         if (
@@ -455,26 +525,43 @@ class OfflineMethod(GeoMethod):
             and sep_after == " "
             and nxt.text[:1].isupper()
             and not nxt.text.isupper()
-            and nxt_key not in self.gaz.first_tokens
             and nxt_key not in PLACE_NOUNS
             and nxt_key not in self.words
         ):
             return None
 
+        # "Kawhi Leonard": a capitalised non-word before a single-word town is a first name.
+        if (
+            top_kind == "city"
+            and j - i == 1
+            and i > 0
+            and capital
+            and mode != "upper"
+            and caption[tokens[i - 1].end : first.start] == " "
+            and tokens[i - 1].text[:1].isupper()
+            and prev not in self.words
+            and prev not in self.gaz.first_tokens
+        ):
+            return None
+        common = top_kind not in ("code", "demonym", "region_demonym") and (
+            self._is_common(key, places)
+            or top_kind == "demonym_ambiguous"
+            or (key in self.given and top_kind not in ("country", "alias") and self._biggest(places) < 1_000_000)
+        )
+        lower_in_cased = not capital and mode in ("normal", "title")
+        if common and lower_in_cased:
+            return None  # "nice view", "for sale", "china plates", "at sunset" in a cased caption
         # Evidence for names that are also ordinary words (or given names, or in lower case).
         evidence = 0.0
         if prev in PREPOSITIONS:
             evidence += 1.0
-        if nxt_key in PLACE_NOUNS:
-            evidence += 0.6
-        if mode == "normal" and capital and i > 0:
+        if nxt_key in PLACE_NOUNS and not common:
+            evidence += 1.0 if capital else 0.5
+        multi_cap = j - i > 1 and all(t.text[:1].isupper() for t in tokens[i:j])
+        if mode == "normal" and capital and multi_cap and not common:
+            evidence += 1.0  # a capitalised multi-word name in a sentence: "Key West", "Gold Coast"
+        elif mode == "normal" and capital and i > 0:
             evidence += 0.5
-        common = (
-            self._is_common(key) or key in self.given or top_kind == "demonym_ambiguous"
-        ) and top_kind not in ("code", "demonym", "region_demonym")
-        lower_in_cased = not capital and mode in ("normal", "title")
-        if common and lower_in_cased and evidence < 1.0:
-            return None  # "nice view", "for sale", "china plates" in a cased caption
         needed = 0.5 if top_kind in ("country", "alias") else 1.0
         if (common or lower_in_cased) and evidence < needed:
             strength *= WEAK
@@ -499,7 +586,7 @@ class OfflineMethod(GeoMethod):
         total = sum(best.values()) or 1.0
         return {k: v / total for k, v in best.items()}
 
-    def _admin_code(self, tokens: list[Token], caption: str, i: int) -> Mention | None:
+    def _admin_code(self, tokens: list[Token], caption: str, i: int, after_place: bool) -> Mention | None:
         tok = tokens[i]
         if not (tok.text.isupper() and 2 <= len(tok.text) <= 3 and i > 0):
             return None
@@ -507,7 +594,9 @@ class OfflineMethod(GeoMethod):
         if iso3 is None:
             return None
         sep = caption[tokens[i - 1].end : tok.start]
-        if "," not in sep:
+        prev = tokens[i - 1]
+        loose = sep == " " and prev.text[:1].isupper() and prev.key not in self.words
+        if "," not in sep and not (sep == " " and after_place) and not loose:
             return None
         place = Place(iso3, "admin_code", 0, tok.text)
         return Mention(i, i + 1, tok.key, (place,), KIND_STRENGTH["admin_code"], {iso3: 1.0}, "admin_code")
@@ -521,20 +610,35 @@ class OfflineMethod(GeoMethod):
         mentions: list[Mention] = []
         taken: set[int] = set()
         for i, j, key in self.gaz.matches(tokens, blocked):
+            if j - i == 1 and mode != "upper" and i > 0 and mentions and mentions[-1].end == i:
+                m = self._admin_code(tokens, caption, i, True)  # "Birmingham, AL", "Lancaster PA"
+                if m is not None:
+                    mentions.append(m)
+                    taken.add(i)
+                    continue
             m = self._mention(tokens, caption, mode, i, j, key)
             if m is not None:
                 mentions.append(m)
                 taken.update(range(i, j))
+        ends = {m.end for m in mentions}
         for i in range(1, len(tokens)):
-            if i not in taken and i not in blocked:
-                m = self._admin_code(tokens, caption, i)
+            if i not in taken and i not in blocked and mode != "upper":
+                m = self._admin_code(tokens, caption, i, i in ends)
                 if m is not None:
                     mentions.append(m)
         mentions.sort(key=lambda m: m.start)
-        for a, b in zip(mentions, mentions[1:]):
+        for a, b in itertools.pairwise(mentions):
             sep = caption[tokens[a.end - 1].end : tokens[b.start].start]
-            if b.start == a.end and sep.strip() in (",", "-", "|", "(", "/"):
+            if b.start == a.end and sep.strip() in ("", ",", "-", "|", "(", "/"):
                 a.listed = b.listed = True
+                # "Paris, Texas", "Athens, Georgia", "Perth, Scotland": read both names as
+                # the country they share, when they share one.
+                shared = set(a.weights) & set(b.weights)
+                container = b.note in CONTAINERS and not a.note.endswith(":weak")
+                if container and shared and (len(a.weights) > 1 or len(b.weights) > 1):
+                    for m in (a, b):
+                        total = sum(m.weights[c] for c in shared) or 1.0
+                        m.weights = {c: m.weights[c] / total for c in shared}
         return mentions
 
     def _score(self, caption: str) -> tuple[dict[str, float], list[Mention]]:
