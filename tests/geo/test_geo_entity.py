@@ -482,15 +482,34 @@ def test_filter_drop_writes_rejects_with_reasons(
         zip(rejects.column("id").to_pylist(), rejects.column("reject_reason").to_pylist(), strict=True)
     )
     assert all(r.startswith(("entity absent: score", "unreadable image: ")) for r in reasons.values())
-    for i, p in enumerate(paths):
-        if p is None:
-            assert (
-                reasons[i] == "unreadable image: no image path" or reasons[i] == "unreadable image: no image"
-            )
-        elif p in ("imgs/broken.png", "imgs/gone.png"):
-            assert reasons[i].startswith("unreadable image: ")
+    n = len(rels)
+    assert reasons[n] == "unreadable image: image does not decode: not a recognised image format"
+    assert reasons[n + 1].startswith("unreadable image: image not found: ") and "gone.png" in reasons[n + 1]
+    assert reasons[n + 2] == "unreadable image: no image"  # the empty CSV cell
+    absent = [i for i in reasons if i < n]
+    assert len(absent) == res.absent
+    for i in absent:
+        assert reasons[i].startswith("entity absent: score -") and reasons[i].endswith("< threshold 0")
     assert res.absent >= 1 and res.present >= 1
     assert res.computed == 0  # every readable image came from the module's cache
+
+
+def test_filter_refuses_inputs_it_cannot_handle(trained: TrainResult, vlm: Any, tmp_path: Path) -> None:
+    clf = trained.classifier
+    no_image = tmp_path / "no_image.parquet"
+    pq.write_table(pa.table({"url": ["http://example.invalid/a.png"]}), no_image)
+    with pytest.raises(ValueError, match="no 'image' or 'image_path' column"):
+        filter_dataset(no_image, clf, vlm, tmp_path / "o.parquet")
+    done = tmp_path / "done.parquet"
+    pq.write_table(pa.table({"image": ["a.png"], "entity_present": [True]}), done)
+    with pytest.raises(ValueError, match=r"already has column.*entity_present"):
+        filter_dataset(done, clf, vlm, tmp_path / "o.parquet")
+    with pytest.raises(ValueError, match="must not overwrite the input"):
+        filter_dataset(no_image, clf, vlm, no_image)
+    with pytest.raises(ValueError, match=r"expected a \.parquet or \.csv file"):
+        (tmp_path / "d.json").write_text("[]")
+        filter_dataset(tmp_path / "d.json", clf, vlm, tmp_path / "o.parquet")
+    assert not (tmp_path / "o.parquet").exists()
 
 
 # -------------------------------------------------------------------------------------------- CLI

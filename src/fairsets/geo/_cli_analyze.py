@@ -125,6 +125,10 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "lognormal,exponential,truncated_power_law,stretched_exponential",
         seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+        workers: Annotated[
+            int,
+            typer.Option(help="Processes refitting the bootstrap sets (results do not depend on it).", min=1),
+        ] = 1,
         device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps (encoders).")] = "cpu",
         batch_size: Annotated[int, typer.Option(help="Samples per encoder forward pass.", min=1)] = 32,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
@@ -170,6 +174,7 @@ def register(app: typer.Typer) -> None:
                 bootstrap=DEFAULT_BOOTSTRAP if bootstrap is None else bootstrap,
                 seed=seed,
                 alternatives=alts,
+                workers=workers,
                 progress=Progress(False if quiet else None),
             )
         except (FileNotFoundError, ValueError, OSError) as exc:

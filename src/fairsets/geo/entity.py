@@ -64,6 +64,7 @@ import json
 import logging
 import math
 import os
+import re
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -363,6 +364,15 @@ def _read_item(item: Any, base_dir: Path | None) -> tuple[bytes | None, str | No
     return None, f"unsupported image value of type {type(item).__name__}"
 
 
+def _decode_error(e: Exception) -> str:
+    """Why an image does not decode, without PIL's object addresses (reports stay reproducible)."""
+    from PIL import UnidentifiedImageError
+
+    if isinstance(e, UnidentifiedImageError):
+        return "image does not decode: not a recognised image format"
+    return "image does not decode: " + re.sub(r" at 0x[0-9a-fA-F]+", "", f"{type(e).__name__}: {e}")
+
+
 class _Embedder:
     """Embeds images batch by batch, reusing embeddings of identical bytes (and a cache)."""
 
@@ -394,6 +404,8 @@ class _Embedder:
         from fairsets.audit.embeddings import decode_image
 
         step = advance or (lambda n: None)
+        if self.cache is None:  # without a cache, repeats are only looked for within one call
+            self.known = {}
         n = len(items)
         vectors = np.full((n, self.dim), np.nan, dtype=np.float32)
         errors: dict[int, str] = {}
@@ -414,7 +426,8 @@ class _Embedder:
                 vectors[i] = vec
                 if sha not in self.known:
                     self.known[sha] = vec
-                    self.pending.append((sha, sha, vec))
+                    if self.cache is not None:
+                        self.pending.append((sha, sha, vec))
             done = len(batch)
             batch.clear()
             step(done)
@@ -441,7 +454,7 @@ class _Embedder:
             try:
                 image = decode_image(data)
             except Exception as e:  # a damaged image is a per-row rejection, not a failed run
-                errors[i] = f"image does not decode: {type(e).__name__}: {e}"
+                errors[i] = _decode_error(e)
                 step(1)
                 continue
             waiting[sha] = []
@@ -669,37 +682,39 @@ def _choose_ood(
         return ()
     lo, hi = fraction
     n = len(labels)
-    arr = np.array([c if c is not None else "" for c in countries], dtype=object)
-    count = {c: int(np.sum(arr == c)) for c in names}
-    pos = {c: int(np.sum(labels[arr == c])) for c in names}
+    index = {c: i for i, c in enumerate(names)}
+    codes = np.array([index[c] if c is not None else -1 for c in countries], dtype=np.int64)
+    has = codes >= 0
+    count = np.bincount(codes[has], minlength=len(names))
+    weights = labels[has].astype(np.float64)
+    pos = np.bincount(codes[has], weights=weights, minlength=len(names)).astype(np.int64)
     total_pos = int(labels.sum())
-    best: tuple[tuple[float, ...], tuple[str, ...]] | None = None
+    total_neg = n - total_pos
+    best: tuple[float, tuple[str, ...]] | None = None
     for _ in range(_OOD_ATTEMPTS):
-        order = [names[i] for i in rng.permutation(len(names))]
-        if k is not None:
-            chosen = order[:k]
-        else:  # greedy: add countries in seeded order while the share stays under the upper bound
-            chosen, rows = [], 0
-            for c in order:
-                if len(chosen) + 1 >= len(names):
-                    break
-                if (rows + count[c]) / n <= hi or (not chosen and rows + count[c] < n):
-                    chosen.append(c)
-                    rows += count[c]
-                if rows / n >= lo:
-                    break
-        rows = sum(count[c] for c in chosen)
-        p = sum(pos[c] for c in chosen)
+        order = rng.permutation(len(names))
+        # every prefix of this order (or the k-prefix), scored lexicographically: both labels left
+        # for training (4), both labels held out (2), then the distance of the share to [lo, hi]
+        rows = np.cumsum(count[order])[:-1]
+        held_pos = np.cumsum(pos[order])[:-1]
+        held_neg = rows - held_pos
         share = rows / n
-        gap = max(lo - share, share - hi, 0.0)
-        mixed_in = 0 < p < rows
-        mixed_out = 0 < total_pos - p < n - rows
-        score = (float(not mixed_out), float(not mixed_in), gap)
-        if best is None or score < best[0]:
-            best = (score, tuple(sorted(chosen)))
-            if score == (0.0, 0.0, 0.0):
+        gap = np.maximum(np.maximum(lo - share, share - hi), 0.0)
+        train_ok = (total_pos - held_pos >= 2) & (total_neg - held_neg >= 2)
+        held_ok = (held_pos > 0) & (held_neg > 0)
+        score = 4.0 * ~train_ok + 2.0 * ~held_ok + gap
+        at = k - 1 if k is not None else int(np.argmin(score))  # argmin: the shortest best prefix
+        if best is None or score[at] < best[0]:
+            best = (float(score[at]), tuple(sorted(names[i] for i in order[: at + 1])))
+            if best[0] == 0.0:
                 break
     assert best is not None
+    share = float(sum(count[index[c]] for c in best[1]) / n)
+    if not lo <= share <= hi:
+        log.warning(
+            "the held-out countries (%s) hold %.1f%% of the rows; no choice of %s countries holds %g-%g%%",
+            ", ".join(best[1]), 100 * share, k if k is not None else "whole", 100 * lo, 100 * hi,
+        )  # fmt: skip
     return best[1]
 
 

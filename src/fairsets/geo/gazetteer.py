@@ -158,6 +158,11 @@ class Gazetteer:
                 pop = table[iso3].population if iso3 in table else 0
                 self._add(term, Place(iso3, kind, pop, table[iso3].name if iso3 in table else term))
         self.codes: dict[str, str] = {}  # exact-case abbreviations: "USA", "U.K.", "UAE"
+        # ISO alpha-3 codes people write in captions ("Made in USA"); bare ISO codes otherwise
+        # collide with words (IT, IN, AT, CAN), so only these few, and only in capitals.
+        for code in ("USA", "GBR", "NZ", "AUS"):
+            iso3 = {"NZ": "NZL"}.get(code, code)
+            self._add(code, Place(iso3, "code", table[iso3].population, code))
         for row in csv.DictReader(_data_text("country_terms.csv").splitlines()):
             if row["kind"].strip() == "code":
                 iso3 = row["iso3"].strip()

@@ -220,14 +220,55 @@ STYLE_WORDS = frozenset(
     ]
 )
 STYLE_WORDS |= frozenset(
-    "curry curries noodles noodle takeout chic colonial revival cottage farmhouse modern".split()
+    [
+        "curry",
+        "curries",
+        "noodles",
+        "noodle",
+        "takeout",
+        "chic",
+        "colonial",
+        "revival",
+        "cottage",
+        "farmhouse",
+        "modern",
+    ]
 )
 # Kinds that contain places: "<place>, <container>" reads the place inside the container.
 CONTAINERS = frozenset({"country", "alias", "code", "region", "admin_code"})
 PEOPLE_NOUNS = frozenset(
-    """tourist tourists visitor visitors traveller travellers traveler travelers student students expat
-    expats couple couples family families man men woman women girl girls boy boys people friends
-    backpackers team players fans""".split()
+    [
+        "tourist",
+        "tourists",
+        "visitor",
+        "visitors",
+        "traveller",
+        "travellers",
+        "traveler",
+        "travelers",
+        "student",
+        "students",
+        "expat",
+        "expats",
+        "couple",
+        "couples",
+        "family",
+        "families",
+        "man",
+        "men",
+        "woman",
+        "women",
+        "girl",
+        "girls",
+        "boy",
+        "boys",
+        "people",
+        "friends",
+        "backpackers",
+        "team",
+        "players",
+        "fans",
+    ]
 )
 # Words before a demonym that change what it means ("Latin American", "pan-African").
 DEMONYM_BLOCKERS = frozenset(
@@ -256,10 +297,56 @@ TITLES = frozenset(
 )
 # Car makers: the word after one is a model ("Hyundai Tucson", "Seat Ibiza", "Dodge Durango").
 BRANDS = frozenset(
-    """hyundai kia nissan dodge chevrolet chevy seat toyota honda ford jeep gmc buick lincoln mercury
-    volkswagen vw renault peugeot citroen fiat mazda subaru mitsubishi suzuki skoda opel chrysler
-    pontiac plymouth oldsmobile cadillac tesla lexus acura infiniti porsche audi bmw mercedes volvo
-    nokia samsung""".split()
+    [
+        "hyundai",
+        "kia",
+        "nissan",
+        "dodge",
+        "chevrolet",
+        "chevy",
+        "seat",
+        "toyota",
+        "honda",
+        "ford",
+        "jeep",
+        "gmc",
+        "buick",
+        "lincoln",
+        "mercury",
+        "volkswagen",
+        "vw",
+        "renault",
+        "peugeot",
+        "citroen",
+        "fiat",
+        "mazda",
+        "subaru",
+        "mitsubishi",
+        "suzuki",
+        "skoda",
+        "opel",
+        "chrysler",
+        "pontiac",
+        "plymouth",
+        "oldsmobile",
+        "cadillac",
+        "tesla",
+        "lexus",
+        "acura",
+        "infiniti",
+        "porsche",
+        "audi",
+        "bmw",
+        "mercedes",
+        "volvo",
+        "nokia",
+        "samsung",
+    ]
+)
+# Function words that are also (tiny) places somewhere: never a place on their own.
+STOPWORDS = frozenset(
+    """a an the of on in at to by for from with and or but as is it its be we us me my no so up do go
+    if all one two our your his her their this that these those are was were has have had not""".split()
 )
 MONTHS = frozenset(
     [
@@ -466,6 +553,24 @@ class OfflineMethod(GeoMethod):
                     break
         return blocked
 
+    def _is_word(self, key: str) -> bool:
+        """A dictionary word, allowing plural and verb endings ("suppliers", "rooms", "parked")."""
+        w = self.words
+        if key in w:
+            return True
+        for suffix, repl in (
+            ("ies", "y"),
+            ("es", ""),
+            ("s", ""),
+            ("ed", ""),
+            ("ed", "e"),
+            ("ing", ""),
+            ("ing", "e"),
+        ):
+            if key.endswith(suffix) and len(key) > len(suffix) + 2 and key[: -len(suffix)] + repl in w:
+                return True
+        return False
+
     @staticmethod
     def _biggest(places: tuple[Place, ...]) -> int:
         return max((p.population for p in places if p.kind == "city"), default=0)
@@ -486,7 +591,7 @@ class OfflineMethod(GeoMethod):
         capital = first.text[:1].isupper()
         top_kind = places[0].kind
 
-        if key in MONTHS:
+        if key in MONTHS or key in STOPWORDS:
             return None
         # Exact-case abbreviations only: "US"/"UK" yes, "us" never.
         if top_kind == "code" and not (
@@ -513,7 +618,11 @@ class OfflineMethod(GeoMethod):
         if demonym and nxt_key in PEOPLE_NOUNS:
             strength *= 0.5  # "German tourists in Mallorca": where they are beats who they are
         # People: "Queen Victoria", "Sydney Sweeney", "Jordan Peterson"; car models: "Hyundai Tucson".
-        if (prev in TITLES or key.split(" ", 1)[0] in TITLES) and top_kind not in ("country", "alias", "code"):
+        if (prev in TITLES or key.split(" ", 1)[0] in TITLES) and top_kind not in (
+            "country",
+            "alias",
+            "code",
+        ):
             return None
         if prev in BRANDS or key in BRANDS:
             return None
@@ -526,7 +635,7 @@ class OfflineMethod(GeoMethod):
             and nxt.text[:1].isupper()
             and not nxt.text.isupper()
             and nxt_key not in PLACE_NOUNS
-            and nxt_key not in self.words
+            and not self._is_word(nxt_key)
         ):
             return None
 
@@ -539,14 +648,12 @@ class OfflineMethod(GeoMethod):
             and mode != "upper"
             and caption[tokens[i - 1].end : first.start] == " "
             and tokens[i - 1].text[:1].isupper()
-            and prev not in self.words
+            and not self._is_word(prev)
             and prev not in self.gaz.first_tokens
         ):
             return None
         common = top_kind not in ("code", "demonym", "region_demonym") and (
-            self._is_common(key, places)
-            or top_kind == "demonym_ambiguous"
-            or (key in self.given and top_kind not in ("country", "alias") and self._biggest(places) < 1_000_000)
+            self._is_common(key, places) or top_kind == "demonym_ambiguous"
         )
         lower_in_cased = not capital and mode in ("normal", "title")
         if common and lower_in_cased:
@@ -630,7 +737,8 @@ class OfflineMethod(GeoMethod):
         for a, b in itertools.pairwise(mentions):
             sep = caption[tokens[a.end - 1].end : tokens[b.start].start]
             if b.start == a.end and sep.strip() in ("", ",", "-", "|", "(", "/"):
-                a.listed = b.listed = True
+                if sep.strip():
+                    a.listed = b.listed = True
                 # "Paris, Texas", "Athens, Georgia", "Perth, Scotland": read both names as
                 # the country they share, when they share one.
                 shared = set(a.weights) & set(b.weights)

@@ -1,0 +1,83 @@
+"""Throughput of the caption → country methods, and their quality on the labelled sets, in one run.
+
+Captions: the labelled development and validation sets in ``benchmarks/data`` (LAION-style, ~45%
+without a place), repeated and shuffled to ``--captions`` inputs. Each method runs in this one
+process (one core; ``OMP_NUM_THREADS=1``) after a warm-up; the time to build the method (the
+gazetteer, the spaCy pipeline) is reported apart. Printed: captions/s for ``string``, ``ner`` and
+``offline``, and each as a ratio to ``string`` (the baseline measured in the same run); then
+precision/recall/F1 on each labelled set (the paper's Table 9 definitions).
+
+Target: ``offline`` ≥ 5,000 captions/s on one core (an LLM manages tens per second on a GPU).
+
+    python benchmarks/bench_geo.py --captions 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+try:
+    import fairsets  # noqa: F401
+except ImportError:  # running from a checkout without an install
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+DATA = Path(__file__).resolve().parent / "data"
+SETS = {"dev": DATA / "geo-dev.csv", "val": DATA / "geo-val.csv"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--captions", type=int, default=20000, help="captions per method (ner: a fifth)")
+    ap.add_argument("--methods", default="string,ner,offline")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    from fairsets.geo.evaluate import evaluate, load_labelled
+    from fairsets.geo.methods import get_method
+
+    labelled = {name: load_labelled(path) for name, path in SETS.items() if path.exists()}
+    pool = [c for caps, _ in labelled.values() for c in caps]
+    rng = random.Random(args.seed)
+    captions = [rng.choice(pool) for _ in range(args.captions)]
+
+    rates: dict[str, float] = {}
+    quality: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for name in args.methods.split(","):
+        t0 = time.perf_counter()
+        method = get_method(name)
+        build = time.perf_counter() - t0
+        n = max(200, len(captions) // 5) if name == "ner" else len(captions)
+        method.predict(captions[:100])  # warm-up
+        t0 = time.perf_counter()
+        method.predict(captions[:n])
+        elapsed = time.perf_counter() - t0
+        rates[name] = n / elapsed
+        print(
+            f"{name:8s} {rates[name]:10,.0f} captions/s   ({n} captions in {elapsed:.2f}s; built in {build:.1f}s)"
+        )
+        for set_name, (caps, gold) in labelled.items():
+            r = evaluate(gold, method.predict(caps), bootstrap=0)
+            quality.setdefault(name, {})[set_name] = (r["precision"], r["recall"], r["f1"])
+        method.close()
+
+    base = rates.get("string")
+    if base:
+        print("\nratio to string (same run): " + ", ".join(f"{k} {v / base:.2f}x" for k, v in rates.items()))
+    if "offline" in rates:
+        verdict = "meets" if rates["offline"] >= 5000 else "MISSES"
+        print(f"offline: {rates['offline']:,.0f} captions/s on one core — {verdict} the 5,000/s target")
+    print("\nquality (precision / recall / F1):")
+    for name, per_set in quality.items():
+        cells = "   ".join(f"{s}: {p:.3f} / {r:.3f} / {f:.3f}" for s, (p, r, f) in per_set.items())
+        print(f"  {name:8s} {cells}")
+
+
+if __name__ == "__main__":
+    main()
