@@ -1,0 +1,123 @@
+"""Profiling files and shards: one prediction per input, in order; resumable shard tasks."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from fairsets.cli import app
+from fairsets.geo.methods import get_method
+from fairsets.geo.profile import ProfileError, profile_file, profile_shards, read_table
+
+CAPS = ["Hotel in Nice", "French fries", "", "Car on Rent in Vadodara with Driver", "Kitchen, with a comma"]
+EXPECTED = ["FRA", "", "", "IND", ""]
+
+
+@pytest.fixture(scope="module")
+def offline():
+    return get_method("offline")
+
+
+def test_cli_profile_text_file_keeps_every_line_in_order(tmp_path):
+    src = tmp_path / "caps.txt"
+    src.write_text("\n".join(CAPS) + "\n", encoding="utf-8")
+    out = tmp_path / "pred.csv"
+    res = CliRunner().invoke(app, ["geo", "profile", "--method", "offline", str(src), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    with out.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["caption"] for r in rows] == CAPS
+    assert [r["country"] for r in rows] == EXPECTED
+
+
+def test_cli_profile_to_a_folder_writes_predictions_csv(tmp_path):
+    src = tmp_path / "caps.csv"
+    with src.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["key", "caption"])
+        w.writerows([[f"k{i}", c] for i, c in enumerate(CAPS)])
+    out = tmp_path / "outdir"
+    res = CliRunner().invoke(app, ["geo", "profile", str(src), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    with (out / "predictions.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["country"] for r in rows] == EXPECTED
+    assert [r["key"] for r in rows] == [f"k{i}" for i in range(len(CAPS))]  # input columns kept
+
+
+def test_parquet_in_parquet_out(tmp_path, offline):
+    src = tmp_path / "caps.parquet"
+    pq.write_table(pa.table({"text": CAPS, "url": [f"http://x/{i}" for i in range(len(CAPS))]}), src)
+    out = tmp_path / "pred.parquet"
+    summary = profile_file(src, offline, out)
+    t = pq.read_table(out)
+    assert t.column("country").to_pylist() == EXPECTED
+    assert t.column("caption").to_pylist() == CAPS
+    assert summary["with_country"] == 2 and summary["countries"] == {"FRA": 1, "IND": 1}
+
+
+def test_bad_inputs_are_clear_errors(tmp_path, offline):
+    bad = tmp_path / "x.csv"
+    bad.write_text("title\nfoo\n", encoding="utf-8")
+    with pytest.raises(ProfileError, match="no caption column"):
+        profile_file(bad, offline, tmp_path / "o.csv")
+    with pytest.raises(ProfileError, match="unsupported format"):
+        read_table(tmp_path / "missing.xlsx") if (tmp_path / "missing.xlsx").touch() is None else None
+    res = CliRunner().invoke(
+        app, ["geo", "profile", "-m", "telepathy", str(bad), "--out", str(tmp_path / "o.csv")]
+    )
+    assert res.exit_code != 0 and "unknown geo method" in res.output
+
+
+def _shards(tmp_path, n=3):
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for s in range(n):
+        caps = [f"{c} #{s}" if c else c for c in CAPS]
+        pq.write_table(
+            pa.table({"caption": caps, "key": [f"{s}-{i}" for i in range(len(caps))]}),
+            folder / f"{s:05d}.parquet",
+        )
+    return folder
+
+
+def test_shards_run_as_tasks_and_resume(tmp_path, offline):
+    folder = _shards(tmp_path)
+    out = tmp_path / "out"
+    first = profile_shards([folder], offline, out, workers=0)
+    assert first["captions"] == 15 and first["with_country"] == 6 and first["skipped"] == 0
+    for s in range(3):
+        t = pq.read_table(out / f"{s:05d}.parquet")
+        assert t.column("country").to_pylist() == EXPECTED
+        assert t.column("key").to_pylist() == [f"{s}-{i}" for i in range(5)]
+    # an interrupted run: one output lost → only that shard is redone
+    (out / "00001.parquet").unlink()
+    again = profile_shards([folder], offline, out, workers=0)
+    assert again["skipped"] == 2 and again["captions"] == 15
+    assert json.loads((out / "profile.json").read_text())["countries"] == {"FRA": 3, "IND": 3}
+    # a different method spec invalidates the markers
+    other = get_method("offline", threshold=100.0)
+    third = profile_shards([folder], other, out, workers=0)
+    assert third["skipped"] == 0 and third["with_country"] == 0
+
+
+def test_cli_profile_shards_with_local_workers(tmp_path):
+    folder = _shards(tmp_path, n=2)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["geo", "profile", str(folder), "--out", str(out), "--workers", "2", "-q"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "profile.json").read_text())["captions"] == 10
+
+
+def test_shards_on_ray(tmp_path, offline):
+    pytest.importorskip("ray")
+    folder = _shards(tmp_path, n=2)
+    out = tmp_path / "out"
+    summary = profile_shards([folder], offline, out, executor="ray", workers=1)
+    assert summary["with_country"] == 4
+    assert pq.read_table(out / "00000.parquet").column("country").to_pylist() == EXPECTED
