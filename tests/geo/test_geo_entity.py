@@ -50,8 +50,8 @@ OOD_COUNTRIES = ("CHL", "NZL")
 # How the CSV names the countries (codes and names, any case): all normalise to ISO3.
 WRITTEN = {"FRA": "France", "KEN": "Kenya", "IND": "IND", "BRA": "brazil", "USA": "United States",
            "JPN": "JPN", "CHL": "Chile", "NZL": "nzl"}  # fmt: skip
-PER_ID_COUNTRY = 16
-PER_OOD_COUNTRY = 12
+PER_ID_COUNTRY = 20
+PER_OOD_COUNTRY = 16
 ID_TEST_SIZE = 40
 ID_PALETTE = [(40, 90, 40), (60, 60, 120), (120, 100, 70), (30, 110, 110)]
 OOD_PALETTE = [(110, 60, 120), (100, 100, 100), (150, 140, 50)]
