@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 import multiprocessing
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -294,7 +294,9 @@ def test_gr_and_under_over_sets_equal_hand_computation() -> None:
 # --------------------------------------------------------------------------- run_analysis and the CLI
 
 
-def test_run_analysis_writes_consistent_deterministic_outputs(tmp_path: Path, profile_df: pd.DataFrame) -> None:
+def test_run_analysis_writes_consistent_deterministic_outputs(
+    tmp_path: Path, profile_df: pd.DataFrame
+) -> None:
     src = tmp_path / "profile.parquet"
     profile_df.to_parquet(src)
     kw = {"bootstrap": 15, "seed": 3, "alternatives": ("exponential",), "report": False}
@@ -313,10 +315,16 @@ def test_run_analysis_writes_consistent_deterministic_outputs(tmp_path: Path, pr
     assert doc["overall"]["representation"]["n_countries"] == sum(c.independent for c in countries().values())
     shares = pd.read_csv(tmp_path / "a" / "shares.csv").set_index("group")
     for ent in ENTITIES:
-        assert shares.loc[ent, "underspecified"] == pytest.approx(doc["entities"][ent]["shares"]["underspecified"])
+        assert shares.loc[ent, "underspecified"] == pytest.approx(
+            doc["entities"][ent]["shares"]["underspecified"]
+        )
     reps = pd.read_csv(tmp_path / "a" / "representation.csv")
     assert set(reps["group"]) == {*ENTITIES, "overall"}
-    assert {p.name for p in (tmp_path / "a").iterdir()} >= {"countries.csv", "power_law.csv", "continents.csv"}
+    assert {p.name for p in (tmp_path / "a").iterdir()} >= {
+        "countries.csv",
+        "power_law.csv",
+        "continents.csv",
+    }
 
 
 def test_run_analysis_rejects_bad_settings(tmp_path: Path, profile_df: pd.DataFrame) -> None:
@@ -388,7 +396,9 @@ def test_cli_bad_input_exits_with_one_line_error(tmp_path: Path) -> None:
     good.write_text("caption,country\na house,FRA\n")
     ref = tmp_path / "ref.csv"
     ref.write_text("country,gdp\nFrance,1\nAtlantis,2\nNarnia,3\n")
-    res = runner.invoke(app, ["geo", "analyze", str(good), "--out", str(tmp_path / "o"), "--reference", str(ref)])
+    res = runner.invoke(
+        app, ["geo", "analyze", str(good), "--out", str(tmp_path / "o"), "--reference", str(ref)]
+    )
     assert res.exit_code != 0
     err = _err(res)
     assert "'Atlantis'" in err and "'Narnia'" in err and len(err.splitlines()) == 1

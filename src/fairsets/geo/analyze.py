@@ -277,6 +277,7 @@ def load_profile(
     else:
         path = Path(source)
         frame, names = _read_input(path)
+        frame = frame.reset_index(drop=True)
     where = str(path) if path is not None else "PROFILED"
     if "country" not in names:
         raise ValueError(f"{where} has no 'country' column (columns: {', '.join(map(str, names))})")
@@ -1044,7 +1045,6 @@ def run_analysis(
     if image_encoder is not None:
         div["image"] = _diversity(profile, image_encoder, "image", groups, min_samples, progress)
 
-    present = sorted(set(rows["country"].dropna()))
     doc: dict[str, Any] = {
         "schema": ANALYSIS_SCHEMA,
         "fairsets_version": __version__,
@@ -1080,7 +1080,7 @@ def run_analysis(
             "unused_entities": sorted(set(weights.by_entity) - set(entities)),
         },
         "reference_values": {
-            col: {c: float(v) for c, v in ref_values[col].dropna().items() if c in present}
+            col: {str(c): float(v) for c, v in ref_values[col].dropna().items()}
             for col in ("gdp", "population")
             if col != "gdp" or has_gdp
         },

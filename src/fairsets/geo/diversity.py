@@ -271,7 +271,8 @@ class TextEncoder:
             else:
                 texts.append(str(t))
                 kept.append(i)
-        dim = int(self.model.get_sentence_embedding_dimension() or 0)
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        dim = int(get_dim() or 0)
         parts: list[np.ndarray] = []
         with progress.stage(f"encoding captions ({self.name})", len(texts)) as advance:
             for start in range(0, len(texts), self.batch_size):

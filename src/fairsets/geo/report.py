@@ -134,7 +134,8 @@ def _continents_png(groups: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of country-specified rows")
     ax.set_title("Continents per entity (Table 11)", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    if present:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return _uri(fig)
 
 
@@ -204,7 +205,7 @@ def _scatter_png(
             f" — Pearson r={corr['pearson']['r']:.2f} (p {_p(corr['pearson']['p'])}),"
             f" Spearman ρ={corr['spearman']['rho']:.2f}, n={corr['n']}"
         )
-    ax.set_title(textwrap.fill(title, 90), fontsize=9)
+    ax.set_title(textwrap.fill(title, 72), fontsize=9)
     ax.set_xlabel(label + " (log)")
     ax.set_ylabel("rows + 1 (log)")
     ax.grid(alpha=0.3, which="both", lw=0.4)
@@ -219,6 +220,7 @@ def _diversity_png(div: Mapping[str, Any]) -> str | None:
     fig = _figure(5.2 * len(mods) + 1.6, 4.0)
     axes = fig.subplots(1, len(mods), squeeze=False)[0]
     from matplotlib import colormaps
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     cmap = colormaps["tab10"]
     for ax, (mod, d) in zip(axes, mods, strict=True):
@@ -230,6 +232,8 @@ def _diversity_png(div: Mapping[str, Any]) -> str | None:
                 lab = _mpl_label(name) + (f" (ρ={rho:.2f})" if rho is not None else "")
                 ax.scatter(xs, ys, s=16, color=cmap(i % 10), label=lab, alpha=0.8)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("samples of the country (log)")
         ax.set_ylabel("div(S)")
         ax.set_title(f"{'Captions' if mod == 'text' else 'Images'}: frequency vs diversity", fontsize=9)
@@ -372,7 +376,9 @@ def _context(doc: Mapping[str, Any]) -> dict[str, Any]:
                 }
             )
         else:
-            gr_rows.append({"name": name, "overall": g is overall, "reason": rep.get("reason", "")})
+            gr_rows.append(
+                {"name": name, "overall": g is overall, "cells": None, "reason": rep.get("reason", "")}
+            )
     rep_all = overall["representation"]
     gr_detail = [
         {
