@@ -67,7 +67,10 @@ def register(app: typer.Typer) -> None:
     @app.command("analyze")
     def analyze_cmd(
         profiled: Annotated[
-            Path, typer.Argument(help="Geo-profiled rows (Parquet/CSV): country (ISO3), caption, entity, ...")
+            Path,
+            typer.Argument(
+                help="Geo-profiled rows (Parquet/CSV/JSONL or a folder of them): country, caption, ..."
+            ),
         ],
         out: Annotated[
             Path, typer.Option("--out", "-o", help="Folder for analysis.json, report.html, CSVs.")

@@ -1,6 +1,7 @@
 """Geographic analyses of a geo-profiled dataset (GeoProfiler §4.1–4.3, Tables 1–3, 11, 14–16).
 
-Input (``PROFILED``): Parquet or CSV with a ``country`` column (ISO 3166-1 alpha-3; empty, null or
+Input (``PROFILED``): Parquet, CSV or JSONL (or a folder of such files, e.g. the shards of
+``fairsets geo profile``) with a ``country`` column (ISO 3166-1 alpha-3; empty, null or
 a "no country" answer = *underspecified*), usually ``caption``, optionally an entity column
 (default ``entity``), ``entity_present`` (rows with False are excluded and counted) and ``image``
 (bytes or a path) / ``image_path`` (relative paths are relative to the profile's folder).
@@ -125,10 +126,12 @@ class Profile:
     Attributes:
         rows: one row per kept sample: ``country`` (ISO3 or ``None``), ``caption`` (if present),
             ``entity`` (if there is an entity column); the index is the row's position in the
-            input.
-        path: the input file (``None`` for an in-memory frame).
+            input (files of a folder are concatenated in name order).
+        path: the input file or folder (``None`` for an in-memory frame).
         n_input: rows in the input.
         n_entity_absent: rows excluded because ``entity_present`` is False.
+        n_entity_unknown: rows kept although ``entity_present`` is null (the entity filter could
+            not read their image).
         entity_column: the input's entity column, or ``None``.
         image_column: ``image``/``image_path`` if the input has one.
     """
@@ -137,6 +140,7 @@ class Profile:
     path: Path | None
     n_input: int
     n_entity_absent: int
+    n_entity_unknown: int
     entity_column: str | None
     image_column: str | None
     _frame_images: pd.Series | None = None
@@ -147,35 +151,71 @@ class Profile:
         return sorted(self.rows["entity"].unique()) if "entity" in self.rows else []
 
     def images(self, index: Sequence[int]) -> list[Any]:
-        """The image cells (bytes, ``{"bytes": …}`` or an absolute path) of the input rows ``index``."""
+        """The image cells (bytes, ``{"bytes": …}`` or a path) of the input rows ``index``.
+
+        Relative paths are resolved against the folder of the input file (or the input folder;
+        the working directory for a DataFrame).
+        """
         if self.image_column is None:
             raise ValueError("the profile has no image or image_path column")
         idx = list(index)
         if self._frame_images is not None:
             cells = self._frame_images.loc[idx].tolist()
-        elif self.path is not None and _is_parquet(self.path):
-            import pyarrow.parquet as pq
-
-            col = pq.read_table(self.path, columns=[self.image_column]).column(0)
-            cells = col.take(np.asarray(idx, dtype=np.int64)).to_pylist() if idx else []
         else:
             assert self.path is not None
-            frame = pd.read_csv(self.path, dtype=str, keep_default_na=False, usecols=[self.image_column])
-            cells = frame[self.image_column].iloc[idx].tolist()
-        base = self.path.parent if self.path is not None else Path.cwd()
+            files = _input_files(self.path)
+            if all(_is_parquet(f) for f in files):
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                col = pa.concat_arrays(
+                    [
+                        chunk
+                        for f in files
+                        for chunk in pq.read_table(f, columns=[self.image_column]).column(0).chunks
+                    ]
+                )
+                cells = col.take(np.asarray(idx, dtype=np.int64)).to_pylist() if idx else []
+            else:
+                frame = pd.concat([_read_file(f)[0][[self.image_column]] for f in files], ignore_index=True)
+                cells = frame[self.image_column].iloc[idx].tolist()
+        base = (
+            (self.path if self.path.is_dir() else self.path.parent) if self.path is not None else Path.cwd()
+        )
         return [
             base / c if isinstance(c, str) and c.strip() and not Path(c).is_absolute() else c for c in cells
         ]
+
+
+_FORMATS = (".parquet", ".pq", ".csv", ".tsv", ".jsonl")
 
 
 def _is_parquet(path: Path) -> bool:
     return path.suffix.lower() in (".parquet", ".pq")
 
 
-def _read_input(path: Path) -> tuple[pd.DataFrame, list[str]]:
-    """The input without its image column (read lazily later), and all its column names."""
+def _input_files(path: Path) -> list[Path]:
+    """The input file, or the Parquet/CSV/JSONL files of an input folder (name order)."""
+    if path.is_dir():
+        files = sorted(
+            f
+            for f in path.iterdir()
+            if f.is_file() and f.suffix.lower() in _FORMATS and not f.name.startswith(".")
+        )
+        if not files:
+            raise ValueError(f"{path} holds no .parquet, .csv, .tsv or .jsonl file")
+        return files
     if not path.is_file():
         raise FileNotFoundError(f"PROFILED not found: {path}")
+    if path.suffix.lower() not in _FORMATS:
+        raise ValueError(
+            f"PROFILED must be a .parquet, .csv, .tsv or .jsonl file (or a folder), got {path.name}"
+        )
+    return [path]
+
+
+def _read_file(path: Path, skip: Sequence[str] = ()) -> tuple[pd.DataFrame, list[str]]:
+    """One input file (without the ``skip`` columns) and all its column names."""
     if _is_parquet(path):
         import pyarrow.parquet as pq
 
@@ -183,26 +223,40 @@ def _read_input(path: Path) -> tuple[pd.DataFrame, list[str]]:
             names = list(pq.read_schema(path).names)
         except Exception as e:  # pyarrow raises several types for a file that is not Parquet
             raise ValueError(f"{path} is not a readable Parquet file: {e}") from None
-        keep = [n for n in names if n not in _IMAGE_COLUMNS]
-        return pq.read_table(path, columns=keep).to_pandas(), names
-    if path.suffix.lower() in (".csv", ".tsv"):
-        try:
-            frame = pd.read_csv(
-                path, dtype=str, keep_default_na=False, sep="\t" if path.suffix == ".tsv" else ","
-            )
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-            raise ValueError(f"{path} is not a readable CSV file: {e}") from None
-        names = list(frame.columns)
-        return frame.drop(columns=[c for c in names if c in _IMAGE_COLUMNS]), names
-    raise ValueError(f"PROFILED must be a .parquet or .csv file, got {path.name}")
+        return pq.read_table(path, columns=[n for n in names if n not in skip]).to_pandas(), names
+    try:
+        if path.suffix.lower() == ".jsonl":
+            frame = pd.read_json(path, lines=True, dtype=False)
+        else:
+            sep = "\t" if path.suffix.lower() == ".tsv" else ","
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, sep=sep)
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not a readable {path.suffix[1:].upper()} file: {e}") from None
+    names = [str(c) for c in frame.columns]
+    return frame.drop(columns=[c for c in names if c in skip]), names
 
 
-def _present_flags(values: pd.Series) -> np.ndarray:
-    """``entity_present`` as booleans (missing = present); ``ValueError`` on anything else."""
+def _read_input(path: Path) -> tuple[pd.DataFrame, list[str]]:
+    """The input (without its image column, read lazily later) and its column names (the union
+    over the files of a folder, in order of appearance; a file's missing columns are null)."""
+    frames: list[pd.DataFrame] = []
+    names: dict[str, None] = {}
+    for f in _input_files(path):
+        frame, cols = _read_file(f, skip=_IMAGE_COLUMNS)
+        names.update(dict.fromkeys(cols))
+        frames.append(frame.reset_index(drop=True))
+    return (pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]), list(names)
+
+
+def _present_flags(values: pd.Series) -> tuple[np.ndarray, int]:
+    """``entity_present`` as booleans (null = kept) and the number of nulls; ``ValueError`` on
+    anything that is not a boolean."""
     out = np.ones(len(values), dtype=bool)
     bad: list[str] = []
+    unknown = 0
     for i, v in enumerate(values.tolist()):
         if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+            unknown += 1
             continue
         if isinstance(v, (bool, np.bool_)):
             out[i] = bool(v)
@@ -211,7 +265,10 @@ def _present_flags(values: pd.Series) -> np.ndarray:
             out[i] = bool(v)
             continue
         t = str(v).strip().lower()
-        if t in _TRUE or t == "":
+        if t == "":
+            unknown += 1
+            continue
+        if t in _TRUE:
             continue
         if t in _FALSE:
             out[i] = False
@@ -220,7 +277,7 @@ def _present_flags(values: pd.Series) -> np.ndarray:
             bad.append(repr(v))
     if bad:
         raise ValueError(f"column 'entity_present' must be boolean; got {', '.join(bad[:8])}")
-    return out
+    return out, unknown
 
 
 def _iso3_column(values: pd.Series) -> list[str | None]:
@@ -259,7 +316,8 @@ def load_profile(
     """Read and validate a geo-profiled dataset.
 
     Args:
-        source: a Parquet/CSV path, or a DataFrame.
+        source: a Parquet, CSV, TSV or JSONL file, a folder of them (e.g. the shards written by
+            ``fairsets geo profile``), or a DataFrame.
         entity_column: the entity column; ``None`` uses ``entity`` when present and otherwise
             treats the data as one entity (the overall analysis only).
 
@@ -288,8 +346,8 @@ def load_profile(
     if entity_column is None and "entity" in names:
         entity_column = "entity"
     n_input = len(frame)
-    keep = (
-        _present_flags(frame["entity_present"]) if "entity_present" in frame else np.ones(n_input, dtype=bool)
+    keep, n_unknown = (
+        _present_flags(frame["entity_present"]) if "entity_present" in frame else (np.ones(n_input, bool), 0)
     )
     rows = pd.DataFrame(index=pd.RangeIndex(n_input))
     rows["country"] = pd.Series(_iso3_column(frame["country"]), dtype=object)
@@ -307,7 +365,7 @@ def load_profile(
     rows = rows[keep]
     if not len(rows):
         raise ValueError(
-            f"{where}: no rows to analyse (input rows: {n_input}, entity_present False: {n_input})"
+            f"{where}: no rows to analyse (input rows: {n_input}, entity_present False: {int((~keep).sum())})"
         )
     image_column = next((c for c in _IMAGE_COLUMNS if c in names), None)
     frame_images = (
@@ -315,7 +373,9 @@ def load_profile(
         if isinstance(source, pd.DataFrame) and image_column
         else None
     )
-    return Profile(rows, path, n_input, int((~keep).sum()), entity_column, image_column, frame_images)
+    return Profile(
+        rows, path, n_input, int((~keep).sum()), n_unknown, entity_column, image_column, frame_images
+    )
 
 
 # --------------------------------------------------------------------------- 1. shares
@@ -899,7 +959,7 @@ def _group_record(
     if weights is None:
         record["representation"] = {
             "status": "unavailable",
-            "reason": "no reference distribution for this entity",
+            "reason": "no reference distribution for this group",
         }
     else:
         record["representation"] = representativeness(counts, weights, r=r)
@@ -1053,6 +1113,7 @@ def run_analysis(
             "n_rows_input": profile.n_input,
             "n_rows": len(rows),
             "n_excluded_entity_absent": profile.n_entity_absent,
+            "n_entity_unknown": profile.n_entity_unknown,
             "entity_column": profile.entity_column,
             "entities": entities,
             "image_column": profile.image_column,

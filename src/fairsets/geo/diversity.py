@@ -241,7 +241,9 @@ class TextEncoder:
 
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
-        check_requires("caption diversity", (("torch", "geo"), ("sentence_transformers", "geo")))
+        check_requires(
+            "caption diversity", (("torch", "geo-models"), ("sentence_transformers", "geo-models"))
+        )
         source = resolve_minilm() if spec.strip().lower() == "minilm" else spec.strip()
         ensure_torchvision()  # sentence-transformers imports transformers, which imports torchvision
         from sentence_transformers import SentenceTransformer
@@ -254,8 +256,8 @@ class TextEncoder:
             ) from e
         self.source = source
         self.batch_size = batch_size
-        label = MINILM_HUB_ID if spec.strip().lower() == "minilm" else spec.strip()
-        self.name = f"sentence-transformers:{label}"
+        minilm = spec.strip().lower() == "minilm"
+        self.name = MINILM_HUB_ID if minilm else f"sentence-transformers:{spec.strip()}"
 
     def encode(self, items: Sequence[Any], progress: Progress | None = None) -> Encoded:
         """Encode captions; missing (None/NaN) captions are skipped."""
@@ -271,7 +273,10 @@ class TextEncoder:
             else:
                 texts.append(str(t))
                 kept.append(i)
-        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        get_dim = (
+            getattr(self.model, "get_embedding_dimension", None)
+            or self.model.get_sentence_embedding_dimension
+        )
         dim = int(get_dim() or 0)
         parts: list[np.ndarray] = []
         with progress.stage(f"encoding captions ({self.name})", len(texts)) as advance:

@@ -171,7 +171,7 @@ def _numeric_column(rows: list[dict[str, str]], col: str, what: str, key: str) -
     values, bad = [], []
     for r in rows:
         v = _number(r.get(col, ""))
-        if v is None or (v is not None and not math.isnan(v) and (v < 0 or math.isinf(v))):
+        if v is None or (not math.isnan(v) and (v < 0 or math.isinf(v))):
             bad.append(f"{r.get(key, '?')}={r.get(col, '')!r}")
             values.append(math.nan)
         else:
@@ -316,7 +316,6 @@ def default_cache_dir() -> Path:
 @dataclass
 class _Fetcher:
     policy: RetryPolicy
-    cache: DiskCache
     timeout: float
     sleep: Callable[[float], None]
     requests: int = 0
@@ -426,7 +425,7 @@ def fetch_worldbank(
         if cache
         else DiskCache(None)
     )
-    fetcher = _Fetcher(policy or RetryPolicy(), disk, timeout, sleep)
+    fetcher = _Fetcher(policy or RetryPolicy(), timeout, sleep)
     known = countries()
     records: dict[str, dict[str, float]] = {}
     skipped: set[str] = set()

@@ -44,6 +44,7 @@ _CONTINENT_COLOURS = {
     "SA": "#937860",
     "AN": "#8c8c8c",
 }
+_ALT_NAMES = {"truncated_power_law": "truncated power law", "stretched_exponential": "stretched exp."}
 _TOP_N = 20  # countries in the bar chart
 _LIST_N = 8  # over/under-represented countries named per group
 _MAX_PANELS = 12  # rank–frequency panels
@@ -220,7 +221,7 @@ def _diversity_png(div: Mapping[str, Any]) -> str | None:
     fig = _figure(5.2 * len(mods) + 1.6, 4.0)
     axes = fig.subplots(1, len(mods), squeeze=False)[0]
     from matplotlib import colormaps
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     cmap = colormaps["tab10"]
     for ax, (mod, d) in zip(axes, mods, strict=True):
@@ -232,6 +233,7 @@ def _diversity_png(div: Mapping[str, Any]) -> str | None:
                 lab = _mpl_label(name) + (f" (ρ={rho:.2f})" if rho is not None else "")
                 ax.scatter(xs, ys, s=16, color=cmap(i % 10), label=lab, alpha=0.8)
         ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("samples of the country (log)")
@@ -327,7 +329,7 @@ def _context(doc: Mapping[str, Any]) -> dict[str, Any]:
                 cmp_cells.append(
                     "–"
                     if c.get("R") is None
-                    else f"{c['R']:+.2f} (p {_p(c['p'])})"
+                    else f"{c['R']:+.2f} ({_p(c['p'])})"
                     + (" ✱" if c.get("favours") not in ("neither", None) else "")
                 )
             row["cmp"] = cmp_cells
@@ -459,6 +461,7 @@ def _context(doc: Mapping[str, Any]) -> dict[str, Any]:
         "pl_png": _rank_frequency_png([("Overall", overall), *entities]),
         "pl_rows": pl_rows,
         "alts": alts,
+        "alt_names": _ALT_NAMES,
         "plausible_p": settings.get("plausible_p", 0.1),
         "compare_p": settings.get("compare_p", 0.1),
         "corr_rows": corr_rows,
@@ -487,7 +490,8 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; ma
        max-width: 1200px; padding: 0 1rem; box-sizing: border-box; color: #1a1a1a; line-height: 1.45; }
 h1 { font-size: 1.6rem; margin-bottom: .2rem; }
 h2 { border-bottom: 1px solid #ccc; padding-bottom: .2rem; margin-top: 2rem; }
-table { border-collapse: collapse; margin: .6rem 0; font-size: .88rem; }
+table { border-collapse: collapse; margin: .6rem 0; font-size: .88rem; display: block; max-width: 100%;
+        overflow-x: auto; }
 th, td { border: 1px solid #d0d0d0; padding: .25rem .5rem; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
@@ -542,8 +546,10 @@ plausible when p ≥ {{ plausible_p }}. R is the log-likelihood ratio against ea
 law in rank–frequency form (rank = n_tail · P(X ≥ x)).</p>
 <div class="fig"><img alt="Rank-frequency plots with fitted power laws" src="{{ pl_png }}"></div>
 <table>
-<tr><th>Group</th><th>Countries</th><th>α</th><th>σ</th><th>x_min</th><th>n_tail</th><th>D</th>
-<th>GOF p</th><th>Plausible</th>{% for a in alts %}<th>R vs {{ a | replace("_", " ") }}</th>{% endfor %}</tr>
+<tr>{% for h in ["Group", "Countries", "α", "σ", "x_min", "n_tail", "D", "GOF p", "Plausible"] %}
+<th{% if alts %} rowspan="2"{% endif %}>{{ h }}</th>{% endfor %}
+{% if alts %}<th colspan="{{ alts | length }}">R (p) against</th>{% endif %}</tr>
+{% if alts %}<tr>{% for a in alts %}<th>{{ alt_names.get(a, a) }}</th>{% endfor %}</tr>{% endif %}
 {% for r in pl_rows %}<tr{% if r.overall %} class="overall"{% endif %}><td>{{ r.name }}</td>
 {% if r.status == "ok" %}{% for c in r.cells %}<td class="n">{{ c }}</td>{% endfor %}
 {% for c in r.cmp %}<td class="n">{{ c }}</td>{% endfor %}
