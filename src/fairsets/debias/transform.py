@@ -49,17 +49,17 @@ applying in chunks may differ from applying at once in the last bits of float64 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from fairsets.publish.checked_npz import array_sha256, read_checked_npz, write_checked_npz
 
 from .inlp import check_inputs, fit_inlp
 from .leace import fit_leace
@@ -70,7 +70,6 @@ __all__ = ["FORMAT", "METHODS", "DebiasTransform", "fit_transform"]
 #: Value of ``header["format"]`` in a saved transform.
 FORMAT = "fairsets.debias/1"
 _ARRAYS = ("A", "b", "target")
-_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 #: An eraser: ``(X float64 (n, d), codes int (n,), **kwargs) -> (A, b, info)``, the erased
 #: embeddings being ``X @ A.T + b``; ``info`` (a JSON-serialisable fit report) is merged into the
@@ -114,10 +113,6 @@ def _f64(a: Any, name: str) -> np.ndarray:
         raise ValueError(f"{name} holds non-finite values")
     arr.setflags(write=False)
     return arr
-
-
-def _sha256(arr: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(arr, dtype="<f8").tobytes()).hexdigest()
 
 
 def _json_roundtrip(meta: Any) -> dict[str, Any]:
@@ -254,7 +249,7 @@ class DebiasTransform:
             "dim": self.dim,
             "has_target": self.target is not None,
             "meta": self.meta,
-            "sha256": {name: _sha256(arr) for name, arr in arrays.items()},
+            "sha256": {name: array_sha256(arr) for name, arr in arrays.items()},
         }
 
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -269,17 +264,7 @@ class DebiasTransform:
         Returns:
             The path written.
         """
-        from fairsets.publish.atomic import atomic_path
-
-        header = json.dumps(self.header(), sort_keys=True, allow_nan=False)
-        members = {"header": np.array(header), **self._arrays()}
-        target = Path(path)
-        with atomic_path(target) as tmp, open(tmp, "wb") as f, zipfile.ZipFile(f, "w") as zf:
-            for name, arr in members.items():
-                info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_DATE)
-                with zf.open(info, "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
-        return target
+        return write_checked_npz(path, self.header(), self._arrays())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> DebiasTransform:
@@ -293,40 +278,7 @@ class DebiasTransform:
         if not p.exists():
             raise FileNotFoundError(p)
         what = f"{p} is not a fairsets debias transform ({FORMAT} .npz)"
-        try:
-            npz = np.load(p, allow_pickle=False)
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-            raise ValueError(f"{what}: {e}") from e
-        if not isinstance(npz, np.lib.npyio.NpzFile):
-            raise ValueError(f"{what}: it holds a single array, not an archive")
-        with npz:
-            missing = [n for n in ("header", *_ARRAYS) if n not in npz.files]
-            if missing:
-                raise ValueError(f"{what}: missing member(s) {missing}")
-            try:
-                raw = npz["header"]
-                arrays = {name: npz[name] for name in _ARRAYS}
-            except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
-                raise ValueError(f"{what}: unreadable member ({e})") from e
-        if raw.shape != () or raw.dtype.kind != "U":
-            raise ValueError(f"{what}: 'header' is not a JSON string")
-        try:
-            header = json.loads(str(raw[()]))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{what}: header is not valid JSON ({e})") from e
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            got = header.get("format") if isinstance(header, dict) else None
-            raise ValueError(f"{what}: header format is {got!r}")
-        sums = header.get("sha256")
-        if not isinstance(sums, dict):
-            raise ValueError(f"{what}: header has no sha256 table")
-        for name, arr in arrays.items():
-            if arr.dtype != np.dtype("<f8"):
-                raise ValueError(f"{p}: corrupt or modified: array {name!r} is {arr.dtype}, not float64")
-            if _sha256(arr) != sums.get(name):
-                raise ValueError(
-                    f"{p}: corrupt or modified: sha256 of array {name!r} does not match the header"
-                )
+        header, arrays = read_checked_npz(p, FORMAT, _ARRAYS, what)
         try:
             has_target = bool(header["has_target"])
             dim = int(header["dim"])

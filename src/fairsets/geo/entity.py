@@ -59,13 +59,11 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
-import hashlib
 import json
 import logging
 import math
 import os
 import re
-import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +74,7 @@ import numpy as np
 from fairsets.geo.countries import country as country_info
 from fairsets.geo.countries import fold, is_none_answer, normalize_country
 from fairsets.pipeline.progress import Progress
+from fairsets.publish.checked_npz import array_sha256, read_checked_npz, write_checked_npz
 
 if TYPE_CHECKING:
     from fairsets.audit.embeddings import EmbeddingCache
@@ -126,7 +125,6 @@ OOD_FRACTION: tuple[float, float] = (0.15, 0.20)
 DEFAULT_C_GRID: tuple[float, ...] = (0.001, 0.01, 0.1, 1.0, 10.0)
 
 _ARRAYS = ("mean", "scale", "coef", "intercept")
-_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 _TRUE = frozenset({"1", "1.0", "true", "t", "yes", "y"})
 _FALSE = frozenset({"0", "0.0", "false", "f", "no", "n"})
 _OUT_COLUMNS = ("entity_present", "entity_score", "entity_error")
@@ -871,10 +869,6 @@ def _f64(a: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _sha256(arr: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(arr, dtype="<f8").tobytes()).hexdigest()
-
-
 def _json(value: Any, name: str) -> Any:
     try:
         return json.loads(json.dumps(value, allow_nan=False, sort_keys=True))
@@ -1046,7 +1040,7 @@ class EntityPresenceClassifier:
             "encoder": self.encoder,
             "meta": self.meta,
             "fairsets_version": self.meta.get("fairsets_version", _version()),
-            "sha256": {name: _sha256(arr) for name, arr in self._arrays().items()},
+            "sha256": {name: array_sha256(arr) for name, arr in self._arrays().items()},
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -1055,17 +1049,7 @@ class EntityPresenceClassifier:
         Returns:
             The path written.
         """
-        from fairsets.publish.atomic import atomic_path
-
-        header = json.dumps(self.header(), sort_keys=True, allow_nan=False)
-        members = {"header": np.array(header), **self._arrays()}
-        target = Path(path)
-        with atomic_path(target) as tmp, open(tmp, "wb") as f, zipfile.ZipFile(f, "w") as zf:
-            for name, arr in members.items():
-                info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_DATE)
-                with zf.open(info, "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
-        return target
+        return write_checked_npz(path, self.header(), self._arrays())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> EntityPresenceClassifier:
@@ -1079,40 +1063,7 @@ class EntityPresenceClassifier:
         if not p.is_file():
             raise FileNotFoundError(f"classifier not found: {p}")
         what = f"{p} is not a fairsets entity classifier ({FORMAT} .npz)"
-        try:
-            npz = np.load(p, allow_pickle=False)
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-            raise ValueError(f"{what}: {e}") from e
-        if not isinstance(npz, np.lib.npyio.NpzFile):
-            raise ValueError(f"{what}: it holds a single array, not an archive")
-        with npz:
-            missing = [n for n in ("header", *_ARRAYS) if n not in npz.files]
-            if missing:
-                raise ValueError(f"{what}: missing member(s) {missing}")
-            try:
-                raw = npz["header"]
-                arrays = {name: npz[name] for name in _ARRAYS}
-            except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
-                raise ValueError(f"{what}: unreadable member ({e})") from e
-        if raw.shape != () or raw.dtype.kind != "U":
-            raise ValueError(f"{what}: 'header' is not a JSON string")
-        try:
-            header = json.loads(str(raw[()]))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{what}: header is not valid JSON ({e})") from e
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            got = header.get("format") if isinstance(header, dict) else None
-            raise ValueError(f"{what}: header format is {got!r}")
-        sums = header.get("sha256")
-        if not isinstance(sums, dict):
-            raise ValueError(f"{what}: header has no sha256 table")
-        for name, arr in arrays.items():
-            if arr.dtype != np.dtype("<f8"):
-                raise ValueError(f"{p}: corrupt or modified: array {name!r} is {arr.dtype}, not float64")
-            if _sha256(arr) != sums.get(name):
-                raise ValueError(
-                    f"{p}: corrupt or modified: sha256 of array {name!r} does not match the header"
-                )
+        header, arrays = read_checked_npz(p, FORMAT, _ARRAYS, what)
         if arrays["intercept"].shape != (1,):
             raise ValueError(f"{p}: corrupt or modified: intercept has shape {arrays['intercept'].shape}")
         try:
