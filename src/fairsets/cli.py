@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from ._cli_util import die
 
 app = typer.Typer(
     name="fairsets",
@@ -20,13 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console(stderr=True)
-
-
-def _die(message: str, code: int = 2) -> NoReturn:
-    """One line on stderr, non-zero exit."""
-    first = str(message).strip().splitlines()[0] if str(message).strip() else "unknown error"
-    console.print(f"[bold red]error:[/] {escape(first)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+_die = die
 
 
 def _setup_logging(verbose: bool, quiet: bool) -> None:

@@ -497,7 +497,7 @@ def test_filter_drop_writes_rejects_with_reasons(
 def test_filter_refuses_inputs_it_cannot_handle(trained: TrainResult, vlm: Any, tmp_path: Path) -> None:
     clf = trained.classifier
     no_image = tmp_path / "no_image.parquet"
-    pq.write_table(pa.table({"url": ["http://example.invalid/a.png"]}), no_image)
+    pq.write_table(pa.table({"url": ["http://127.0.0.1:9/a.png"]}), no_image)
     with pytest.raises(ValueError, match="no 'image' or 'image_path' column"):
         filter_dataset(no_image, clf, vlm, tmp_path / "o.parquet")
     done = tmp_path / "done.parquet"

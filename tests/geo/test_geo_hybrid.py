@@ -1,4 +1,4 @@
-"""hybrid: the cheap method first, the LLM (a loopback OpenAI-compatible server) only where it finds nothing."""
+"""hybrid: the cheap method first; the LLM (a loopback OpenAI-compatible server) only on the rest."""
 
 from __future__ import annotations
 

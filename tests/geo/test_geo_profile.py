@@ -52,7 +52,9 @@ def test_cli_profile_to_a_folder_writes_predictions_csv(tmp_path):
 
 def test_parquet_in_parquet_out(tmp_path, offline):
     src = tmp_path / "caps.parquet"
-    pq.write_table(pa.table({"text": CAPS, "url": [f"http://x/{i}" for i in range(len(CAPS))]}), src)
+    pq.write_table(
+        pa.table({"text": CAPS, "url": [f"http://127.0.0.1:9/{i}.jpg" for i in range(len(CAPS))]}), src
+    )
     out = tmp_path / "pred.parquet"
     summary = profile_file(src, offline, out)
     t = pq.read_table(out)

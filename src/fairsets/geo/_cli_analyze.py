@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ._cli_util import die
+from .._cli_util import die
 
 _GEO_REQUIRES = (("pandas", "geo"), ("scipy", "geo"), ("powerlaw", "geo"), ("matplotlib", "geo"))
 

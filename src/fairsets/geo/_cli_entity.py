@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ._cli_util import die
+from .._cli_util import die
 
 _MODEL_HELP = "Image encoder: an open_clip name (ViT-B-32, hf-hub:ORG/NAME) or hf:HUB_ID / hf:LOCAL_DIR."
 _PRETRAINED_HELP = (

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ._cli_util import die
+from .._cli_util import die
 
 log = logging.getLogger(__name__)
 out_console = Console()
@@ -174,9 +174,8 @@ def register(app: typer.Typer) -> None:
             r = evaluate(gold, preds, captions=captions, bootstrap=bootstrap, seed=seed)
             r["seconds"] = time.perf_counter() - t0
             results[name] = r
-        table = Table(
-            title=f"{labelled.name}: {len(captions)} captions, {sum(g is not None for g in gold)} with a country"
-        )
+        n_gold = sum(g is not None for g in gold)
+        table = Table(title=f"{labelled.name}: {len(captions)} captions, {n_gold} with a country")
         for col in ("method", "precision", "recall", "F1", "none→country", "country→none", "wrong country"):
             table.add_column(col, justify="right" if col != "method" else "left")
         for name, r in results.items():

@@ -26,11 +26,10 @@ from typing import Any
 import numpy as np
 
 from .countries import CONTINENTS, countries, is_none_answer, normalize_country
-from .profile import read_table
+from .profile import CAPTION_COLUMNS, read_table
 
 __all__ = ["CAPTION_COLUMNS", "LABEL_COLUMNS", "LabelError", "evaluate", "load_labelled"]
 
-CAPTION_COLUMNS = ("caption", "text", "TEXT")
 LABEL_COLUMNS = ("country", "label", "gold", "iso3", "annotation")
 
 

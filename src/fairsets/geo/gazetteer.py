@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import functools
 import logging
-import math
 import re
 import time
 from dataclasses import dataclass
@@ -157,7 +156,6 @@ class Gazetteer:
             for term, iso3 in mapping.items():
                 pop = table[iso3].population if iso3 in table else 0
                 self._add(term, Place(iso3, kind, pop, table[iso3].name if iso3 in table else term))
-        self.codes: dict[str, str] = {}  # exact-case abbreviations: "USA", "U.K.", "UAE"
         # ISO alpha-3 codes people write in captions ("Made in USA"); bare ISO codes otherwise
         # collide with words (IT, IN, AT, CAN), so only these few, and only in capitals.
         for code in ("USA", "GBR", "NZ", "AUS"):
@@ -166,7 +164,6 @@ class Gazetteer:
         for row in csv.DictReader(_data_text("country_terms.csv").splitlines()):
             if row["kind"].strip() == "code":
                 iso3 = row["iso3"].strip()
-                self.codes[re.sub(r"[^A-Za-z]", "", row["term"])] = iso3
                 pop = table[iso3].population if iso3 in table else 0
                 self._add(row["term"], Place(iso3, "code", pop, row["term"]))
 
@@ -297,8 +294,3 @@ class Gazetteer:
 def gazetteer(min_population: int = 1000, alternate_min_population: int = 50_000) -> Gazetteer:
     """A process-wide gazetteer (built once per process and parameter set, a few seconds)."""
     return Gazetteer(min_population, alternate_min_population)
-
-
-def log_population(pop: int) -> float:
-    """log10 of a population, 0 for unknown."""
-    return math.log10(pop) if pop > 0 else 0.0

@@ -53,7 +53,7 @@ class GeoMethod(ABC):
         """What made the predictions (method, options, data and package versions); no secrets."""
         return {"method": self.name, "options": dict(self.options)}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, most methods hold nothing to release
         """Release clients, pools and models."""
 
     def __enter__(self) -> GeoMethod:

@@ -1,4 +1,4 @@
-"""Small helpers shared by the ``fairsets geo`` commands."""
+"""Small helpers shared by the ``fairsets`` command modules."""
 
 from __future__ import annotations
 
