@@ -335,14 +335,14 @@ def test_country_terms_kinds() -> None:
 
 
 def test_country_terms_rejects_unknown_kind(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = countries_mod._data
+    real = countries_mod.data_text
 
     def fake(name: str) -> str:
         if name == "country_terms.csv":
             return "iso3,term,kind\nFRA,Gaul,nickname\n"
         return real(name)
 
-    monkeypatch.setattr(countries_mod, "_data", fake)
+    monkeypatch.setattr(countries_mod, "data_text", fake)
     with pytest.raises(ValueError, match="nickname"):
         country_terms.__wrapped__()
 

@@ -89,15 +89,16 @@ class Country:
         return d
 
 
-def _data(name: str) -> str:
-    return resources.files("fairsets.geo").joinpath("data", name).read_text(encoding="utf-8")
+def data_text(name: str) -> str:
+    """The text of a file in ``fairsets/geo/data`` (``FileNotFoundError`` when it is not there)."""
+    return resources.files("fairsets.geo").joinpath("data").joinpath(name).read_text(encoding="utf-8")
 
 
 @functools.cache
 def countries() -> dict[str, Country]:
     """All countries and territories by ISO alpha-3 code."""
     out: dict[str, Country] = {}
-    for r in csv.DictReader(_data("countries.csv").splitlines()):
+    for r in csv.DictReader(data_text("countries.csv").splitlines()):
         out[r["iso3"]] = Country(
             iso3=r["iso3"],
             iso2=r["iso2"],
@@ -179,7 +180,7 @@ def country_terms() -> dict[str, dict[str, str]]:
                 kinds["name"].setdefault(fold(re.sub(r"\s*\(.*\)\s*", " ", n)), c.iso3)
         kinds["code"].setdefault(c.iso3.casefold(), c.iso3)
         kinds["code"].setdefault(c.iso2.casefold(), c.iso3)
-    for r in csv.DictReader(_data("country_terms.csv").splitlines()):
+    for r in csv.DictReader(data_text("country_terms.csv").splitlines()):
         kind = r["kind"].strip()
         if kind not in kinds:
             raise ValueError(f"country_terms.csv: unknown kind {kind!r} for {r['term']!r}")

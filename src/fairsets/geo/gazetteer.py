@@ -23,9 +23,8 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from importlib import resources
 
-from .countries import countries, country_terms, fold
+from .countries import countries, country_terms, data_text, fold
 
 __all__ = ["KIND_RANK", "Gazetteer", "Place", "Token", "gazetteer", "tokenize"]
 
@@ -85,10 +84,6 @@ class Place:
     kind: str
     population: int
     name: str
-
-
-def _data_text(name: str) -> str:
-    return resources.files("fairsets.geo").joinpath("data").joinpath(name).read_text(encoding="utf-8")
 
 
 def _name_variants(key: str) -> set[str]:
@@ -161,7 +156,7 @@ class Gazetteer:
         for code in ("USA", "GBR", "NZ", "AUS"):
             iso3 = {"NZ": "NZL"}.get(code, code)
             self._add(code, Place(iso3, "code", table[iso3].population, code))
-        for row in csv.DictReader(_data_text("country_terms.csv").splitlines()):
+        for row in csv.DictReader(data_text("country_terms.csv").splitlines()):
             if row["kind"].strip() == "code":
                 iso3 = row["iso3"].strip()
                 pop = table[iso3].population if iso3 in table else 0
@@ -193,7 +188,7 @@ class Gazetteer:
 
     def _add_places(self) -> None:
         try:
-            text = _data_text("places_en.csv")
+            text = data_text("places_en.csv")
         except FileNotFoundError:
             return
         for row in csv.DictReader(text.splitlines()):

@@ -33,10 +33,9 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-from ..countries import fold
+from ..countries import data_text, fold
 from ..gazetteer import Gazetteer, Place, Token, gazetteer, name_key, tokenize
 from .base import GEO_METHODS, GeoMethod
 
@@ -436,7 +435,7 @@ REGION_POPULATION = 1_000_000  # subdivisions and named places have no populatio
 @functools.cache
 def _lines(name: str) -> tuple[str, ...]:
     try:
-        text = resources.files("fairsets.geo").joinpath("data").joinpath(name).read_text(encoding="utf-8")
+        text = data_text(name)
     except FileNotFoundError:
         return ()
     return tuple(s for line in text.splitlines() if (s := line.split("#", 1)[0].strip()))
