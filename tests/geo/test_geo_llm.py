@@ -262,6 +262,38 @@ def test_refused_key_raises_without_the_key(llm: FakeLLM, monkeypatch: pytest.Mo
         make(llm).predict(["caption"])
 
 
+@pytest.mark.timeout(60)
+def test_refused_key_wins_over_abandoned_requests(llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fatal answer is the batch's error even when the abandoned requests complete first."""
+    monkeypatch.setenv("FAIRSETS_LLM_API_KEY", SECRET)
+    llm.overrides["refused"] = lambda req: json_response({"error": {"message": "bad key"}}, 401)
+    # the other workers wait on a long Retry-After: the 401 wakes them, and they end "abandoned"
+    busy = lambda req: Response(503, {"Retry-After": "30"}, b"busy")  # noqa: E731
+    captions = [f"caption {i}" for i in range(40)]
+    for c in captions:
+        llm.overrides[c] = busy
+    captions.insert(6, "refused")
+    original = LLMMethod._ask
+
+    def fatal_completes_last(self: LLMMethod, *args: Any) -> Any:
+        try:
+            return original(self, *args)
+        except LLMServiceError:
+            time.sleep(0.3)  # the fatal future completes after every abandoned one
+            raise
+
+    monkeypatch.setattr(LLMMethod, "_ask", fatal_completes_last)
+    started = time.monotonic()
+    with pytest.raises(LLMServiceError, match=r"HTTP 401.*FAIRSETS_LLM_API_KEY was refused"):
+        make(llm, concurrency=8, max_retries=3, max_wait=60.0, abort_after=3).predict(captions)
+    assert time.monotonic() - started < 10  # the sleeping retries stopped at once
+
+    monkeypatch.setattr(LLMMethod, "_ask", original)
+    for _ in range(20):  # the unforced race, repeated
+        with pytest.raises(LLMServiceError, match=r"HTTP 401.*FAIRSETS_LLM_API_KEY was refused"):
+            make(llm, concurrency=8, max_retries=3, max_wait=60.0, abort_after=3).predict(captions)
+
+
 def test_malformed_and_invalid_answers_are_per_caption_errors(llm: FakeLLM) -> None:
     llm.overrides["html"] = lambda req: Response(200, {"Content-Type": "text/html"}, b"<html>proxy</html>")
     llm.overrides["no choices"] = lambda req: json_response({"choices": []})

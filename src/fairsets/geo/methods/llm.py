@@ -50,7 +50,9 @@ Error policy:
   - a batch in which no request got any HTTP response at all (connection refused, unknown host,
     timeouts), however small: an unreachable server must not read as "no country".
 
-Malformed answers never abort a batch: the server works, the model is chatty.
+Malformed answers never abort a batch: the server works, the model is chatty. When a fatal answer
+arrives, the requests it stops end "abandoned": they are never counted as failures, and the batch's
+error is always the first fatal answer, whatever order the requests complete in.
 """
 
 from __future__ import annotations
@@ -279,6 +281,7 @@ class _Outcome:
     answer: str | None = None
     error: str | None = None
     no_response: bool = False  # never got an HTTP response (refused, unresolvable, timed out)
+    abandoned: bool = False  # stopped because the batch is being abandoned: not a failure
 
 
 class _NoResponse(ConnectionError):
@@ -591,15 +594,28 @@ class LLMMethod(GeoMethod):
         in_a_row = 0
         got_response = False
         last_error = ""
+        # The first fatal answer (401, 404, redirect, ...), recorded by the worker that got it before it
+        # sets ``stop``: the batch's error must be that one, whatever order the futures complete in.
+        fatal: list[LLMServiceError] = []
         pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(todo)), thread_name_prefix="geo-llm")
         futures: dict[Future[_Outcome], str] = {}
         try:
             with bar.stage(f"llm geotagging ({self.model})", len(todo)) as advance:
-                futures = {pool.submit(self._ask, c, key, stop): c for c in todo}
+                futures = {pool.submit(self._ask, c, key, stop, fatal): c for c in todo}
                 for fut in as_completed(futures):
                     caption = futures[fut]
-                    outcome = fut.result()  # LLMServiceError: a misconfiguration, abort
+                    try:
+                        outcome = fut.result()
+                    except LLMServiceError as exc:  # a misconfiguration: abort with the first one
+                        raise (fatal[0] if fatal else exc) from None
                     advance()
+                    if outcome.abandoned:
+                        # Only a fatal answer (or this loop giving up) stops the workers; an abandoned
+                        # request says nothing about the server and is never counted as a failure.
+                        if fatal:
+                            raise fatal[0]
+                        errors[caption] = "abandoned"
+                        continue
                     if outcome.answer is not None:
                         answers[caption] = outcome.answer
                         in_a_row = 0
@@ -609,6 +625,8 @@ class LLMMethod(GeoMethod):
                     got_response = got_response or not outcome.no_response
                     in_a_row += 1
                     if self.abort_after and in_a_row >= self.abort_after:
+                        if fatal:
+                            raise fatal[0]
                         if not got_response:
                             raise self._unreachable(last_error)
                         raise LLMServiceError(
@@ -616,6 +634,8 @@ class LLMMethod(GeoMethod):
                             f"(last: {last_error}); stopping the batch — check that the server is up "
                             f"and serves model {self.model!r}"
                         )
+            if fatal:
+                raise fatal[0]
             if not got_response and len(errors) == len(todo):
                 raise self._unreachable(last_error)
         except BaseException:
@@ -639,8 +659,18 @@ class LLMMethod(GeoMethod):
 
         return sleep
 
-    def _ask(self, caption: str, key: str | None, stop: threading.Event) -> _Outcome:
-        """One caption, with retries; caches the raw answer. Raises :class:`LLMServiceError` when fatal."""
+    def _ask(
+        self,
+        caption: str,
+        key: str | None,
+        stop: threading.Event,
+        fatal: list[LLMServiceError] | None = None,
+    ) -> _Outcome:
+        """One caption, with retries; caches the raw answer. Raises :class:`LLMServiceError` when fatal.
+
+        A fatal error is appended to ``fatal`` *before* ``stop`` is set, so that whoever sees the other
+        workers' requests abandoned can already read the reason.
+        """
         payload = {
             "model": self.model,
             "messages": self.messages(caption),
@@ -664,11 +694,14 @@ class LLMMethod(GeoMethod):
             answer = call_with_retry(
                 once, self.retry_policy, what=f"llm {self._where}", sleep=self._sleep(stop)
             )
-        except LLMServiceError:
+        except LLMServiceError as exc:
+            if fatal is not None:
+                with self._lock:
+                    fatal.append(exc)
             stop.set()  # no other worker starts a request once a fatal answer is in
             raise
         except _Aborted:
-            outcome = _Outcome(error="abandoned")
+            outcome = _Outcome(error="abandoned", abandoned=True)
         except _StatusError as exc:
             detail = f"http {exc.status}"
             if attempts > 1:
