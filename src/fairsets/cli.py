@@ -90,7 +90,7 @@ def build_cmd(
     if not quiet:
         _print_summary(result.summary, out)
     for w in result.warnings:
-        console.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
 
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
@@ -102,6 +102,9 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     for s in summary["steps"]:
         steps.add_row(s["name"], str(s["rejected"]), str(s["failed"]))
     c.print(steps)
+    if not summary["variants"]:
+        c.print(f"{summary['candidates']} candidates → nothing published to {out} (see the warning below)")
+        return
     t = Table(title=f"published to {out}")
     t.add_column("variant")
     for split in ("train", "test"):

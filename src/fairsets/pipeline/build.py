@@ -50,6 +50,8 @@ WORKDIR = ".fairsets"
 SPLITS = ("train", "test")
 # Columns of the pool that stay internal (not published as sample metadata).
 _INTERNAL = {"image", "status", "step", "reason", "phash", "annotations", "path"}
+# The column that carries each row's task file in ``_collect`` (no listing column can be named so).
+_FILE_COLUMN = "__fairsets_task_file__"
 
 
 class BuildError(RuntimeError):
@@ -313,23 +315,32 @@ def _collect(workdir: Path, specs: list[dict[str, Any]]) -> tuple[list[dict], li
         rejects.append(str(workdir / m["rejects"]))
         for kind in ("rejected", "failed"):
             stats[kind].update(m["stats"][kind])
+    if not pools:  # no task ran (nothing to read): DuckDB cannot read an empty list of files
+        return [], [], {k: dict(v) for k, v in stats.items()}
     prefix = len(str(workdir)) + 1
     con = duckdb.connect()
-    query = (
-        "SELECT * EXCLUDE ({drop}) FROM read_parquet(?, union_by_name = true, filename = true) ORDER BY key"
-    )
 
-    def fetch(sql: str, files: list[str]) -> list[dict[str, Any]]:
+    def fetch(files: list[str], drop: set[str]) -> list[dict[str, Any]]:
+        # Columns are named explicitly: a table without accepted rows has no ``image`` column, and a
+        # listing may have a column of any name (``filename`` included), so nothing is assumed.
+        rel = f"read_parquet(?, union_by_name = true, filename = '{_FILE_COLUMN}')"
+        names = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {rel}", [files]).fetchall()]
+        cols = [n for n in names if n not in drop]
+        sql = f"SELECT {', '.join(_ident(n) for n in cols)} FROM {rel} ORDER BY key, {_FILE_COLUMN}"
         cur = con.execute(sql, [files])
-        cols = [d[0] for d in cur.description]
         return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
-    pool_rows = fetch(query.format(drop="image"), pools)
+    pool_rows = fetch(pools, {"image"})
     for r in pool_rows:
-        r["pool"] = r.pop("filename")[prefix:]
-    reject_rows = fetch(query.format(drop="filename"), rejects)
+        r["pool"] = r.pop(_FILE_COLUMN)[prefix:]
+    reject_rows = fetch(rejects, {_FILE_COLUMN})
     con.close()
     return pool_rows, reject_rows, {k: dict(v) for k, v in stats.items()}
+
+
+def _ident(name: str) -> str:
+    """A DuckDB identifier, quoted (column names come from listings)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _dedup(recipe: Recipe, pool: list[dict]) -> tuple[list[dict], list[dict], dict[str, int]]:
@@ -447,7 +458,7 @@ def remove_stale(out: Path, keep: set[str]) -> list[str]:
             if p.is_file() and rel not in keep:
                 p.unlink()
                 removed.append(rel)
-        for d in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
-            if not any(d.iterdir()):
+        for d in [*sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True), root]:
+            if not any(d.iterdir()):  # the root too: a build that publishes nothing leaves no shards/
                 shutil.rmtree(d)
     return removed

@@ -85,7 +85,7 @@ def publish_layout(
 ) -> Any:
     from ..publish.atomic import atomic_write_text
     from ..publish.attribution import normalise_license, write_attribution
-    from ..publish.card import render_card
+    from ..publish.card import render_card, render_empty_card
     from ..publish.croissant import write_croissant
     from ..publish.manifest import file_entries, package_versions, write_manifest
     from ..publish.metadata import metadata_name, write_metadata, write_rejects
@@ -166,6 +166,8 @@ def publish_layout(
             {"name": "select", "params": {"cells": recipe.cells}, "rejected": outside, "failed": 0}
         )
     warnings = list(plan.warnings)
+    if not all_rows:  # said first: the rest of the warnings are details of it
+        warnings.insert(0, nothing_published(candidates, rejects, out))
     if step_stats["failed"]:
         n = sum(step_stats["failed"].values())
         warnings.append(f"{n} sample(s) failed (unreadable input); re-run with --retry-failed")
@@ -199,11 +201,15 @@ def publish_layout(
         "task_categories": list(recipe.publish.task_categories),
         "notes": recipe.publish.notes,
     }
-    atomic_write_text(out / "README.md", render_card(summary))
-    write_croissant(out, summary)
-    files = file_entries(
-        out, sorted(published | {"rejects.parquet", "README.md", "croissant.json", "ATTRIBUTION.md"})
-    )
+    documents = {"rejects.parquet", "README.md", "ATTRIBUTION.md"}
+    if all_rows:
+        atomic_write_text(out / "README.md", render_card(summary))
+        write_croissant(out, summary)
+        documents.add("croissant.json")
+    else:  # nothing to load: the card says why; a Croissant file would describe no data
+        atomic_write_text(out / "README.md", render_empty_card(summary))
+        (out / "croissant.json").unlink(missing_ok=True)
+    files = file_entries(out, sorted(published | documents))
     manifest = {
         "fairsets": __version__,
         "name": recipe.name,
@@ -232,6 +238,28 @@ def publish_layout(
     }
     write_manifest(out / "manifest.json", manifest)
     return BuildResult(out=out, summary=summary, manifest=manifest, warnings=warnings)
+
+
+def nothing_published(candidates: int, rejects: list[dict[str, Any]], out: Path) -> str:
+    """One line on why a build published nothing: where the candidates went, the top reasons.
+
+    E.g. ``no candidate survived: 12 rejected by license, 2 failed in read (top reasons: …);
+    every reason is in OUT/rejects.parquet``.
+    """
+    by_step = Counter((r.get("status") or "rejected", r.get("step") or "?") for r in rejects)
+    where = ", ".join(
+        f"{n} {status} {'in' if status == 'failed' else 'by'} {step}"
+        for (status, step), n in sorted(by_step.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    reasons = Counter(_short(str(r.get("reason") or "")) for r in rejects)
+    top = "; ".join(f"{n}× {why}" for why, n in reasons.most_common(3) if why)
+    head = f"no candidate survived: {where or f'{candidates} candidate(s), none accepted'}"
+    return f"{head}{f' (top reasons: {top})' if top else ''}; every reason is in {out / 'rejects.parquet'}"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _step(steps: list[Any], name: str) -> Any:

@@ -546,6 +546,51 @@ def render_card(
     return text
 
 
+def render_empty_card(summary: Mapping[str, Any]) -> str:
+    """The card of a build that published nothing: why (the per-step drop table), and no configs.
+
+    Uses ``name``, optional ``pretty_name``, ``description``, ``candidates``, ``steps`` and
+    ``duplicates`` of the summary; there is nothing to load, so there are no loading snippets.
+    """
+    header: dict[str, Any] = {"pretty_name": summary.get("pretty_name") or summary["name"]}
+    header.update(hf_license([]))
+    header["task_categories"] = list(summary.get("task_categories") or DEFAULT_TASKS)
+    header["tags"] = list(DEFAULT_TAGS)
+    header["size_categories"] = [size_category(0)]
+    steps = summary.get("steps") or []
+    steps_table = _table(
+        ["#", "Step", "Parameters", "Rejected", "Failed"],
+        [
+            [i + 1, f"`{s['name']}`", _params(s.get("params")), s.get("rejected", 0), s.get("failed", 0)]
+            for i, s in enumerate(steps)
+        ],
+        ["---:", "---", "---", "---:", "---:"],
+    )
+    title, description = header["pretty_name"], summary.get("description") or ""
+    dups = summary.get("duplicates") or {}
+    head = yaml.safe_dump(header, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
+    lines = [
+        "---",
+        head.rstrip(),
+        "---",
+        "",
+        f"# {_md_cell(title)}",
+        "",
+        *([_md_cell(description), ""] if description else []),
+        f"**Nothing was published.** None of the {int(summary.get('candidates') or 0)} candidates "
+        "survived the build, so there are no shards, no metadata tables and no Croissant file. "
+        "`rejects.parquet` lists every candidate with the step that dropped it and the reason.",
+        "",
+        "## Where the candidates went",
+        "",
+        steps_table if steps else "No per-sample steps ran.",
+        "",
+        f"Exact duplicates removed: {int(dups.get('exact') or 0)}; "
+        f"near duplicates removed: {int(dups.get('near') or 0)}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def write_card(
     path: str | os.PathLike[str], summary: Mapping[str, Any], template: str | os.PathLike[str] | None = None
 ) -> dict[str, Any]:
