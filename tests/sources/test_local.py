@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -94,4 +96,161 @@ def test_missing_file_is_a_read_error(tmp_path: Path) -> None:
 def test_duplicate_listing_rows_are_an_error(tmp_path: Path) -> None:
     (tmp_path / "l.csv").write_text("path,state,gender,license\na.jpg,Goa,male,CC0\na.jpg,Goa,male,CC0\n")
     with pytest.raises(SourceError, match="listed twice"):
+        make(tmp_path, path="l.csv").scan()
+
+
+# -- hostile listings (issue 11, defect 6) -----------------------------------------------------
+
+HEADER = "path,state,gender,license"
+ROW = "a.jpg,Goa,male,CC0-1.0"
+
+
+@pytest.mark.parametrize(
+    "column",
+    ["_rejected", "_rejected_step", "_stage", "status", "step", "reason", "key", "split", "filename"],
+)
+def test_reserved_columns_are_refused_with_the_fix(tmp_path: Path, column: str) -> None:
+    (tmp_path / "l.csv").write_text(f"{HEADER},{column}\n{ROW},x\n")
+    with pytest.raises(SourceError, match=f"column '{column}' is a name fairsets uses itself.*rename"):
+        make(tmp_path, path="l.csv").scan()
+    # the fix the message gives works: the column is kept under the other name
+    keep = "listing_" + column.lstrip("_")
+    rows = make(tmp_path, path="l.csv", rename={keep: column}).scan()
+    assert rows[0][keep] == "x" and not rows[0].get("_rejected")
+
+
+def test_a_rejected_column_cannot_reject_through_the_urls_listing(tmp_path: Path) -> None:
+    (tmp_path / "u.csv").write_text(
+        "url,state,gender,license,_rejected\nhttp://127.0.0.1/a.jpg,Goa,m,CC0,no\n"
+    )
+    with pytest.raises(SourceError, match="'_rejected' is a name fairsets uses itself"):
+        build_source("urls", {"path": "u.csv"}, tmp_path, ["state", "gender"]).scan()
+
+
+def test_a_column_shadowed_by_rename_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "l.csv").write_text(f"{HEADER},pid,identity\n{ROW},p1,p2\n")
+    with pytest.raises(SourceError, match="column 'identity' is not read because rename takes 'identity'"):
+        make(tmp_path, path="l.csv", rename={"identity": "pid"}).scan()
+
+
+@pytest.mark.parametrize(
+    ("line", "fields"), [("a.jpg,Goa,male,CC0-1.0,surplus", 5), ("a.jpg,Goa", 2), ("a.jpg,Goa,male", 3)]
+)
+def test_ragged_rows_name_the_line(tmp_path: Path, line: str, fields: int) -> None:
+    (tmp_path / "l.csv").write_text(f"{HEADER}\nb.jpg,Goa,male,CC0-1.0\n\n{line}\n")
+    with pytest.raises(SourceError, match=rf"l\.csv, line 4: {fields} field\(s\) where the header has 4"):
+        make(tmp_path, path="l.csv").scan()
+
+
+def test_bom_and_blank_lines_are_harmless(tmp_path: Path) -> None:
+    (tmp_path / "l.csv").write_bytes(f"\ufeff{HEADER}\r\n{ROW}\r\n\r\n".encode())
+    rows = make(tmp_path, path="l.csv").scan()
+    assert [r["source_path"] for r in rows] == ["a.jpg"]
+
+
+def test_header_only_listing_says_it_has_no_rows(tmp_path: Path) -> None:
+    (tmp_path / "l.csv").write_text(f"{HEADER}\n")
+    with pytest.raises(SourceError, match=r"has no rows \(columns: path, state, gender, license\)") as exc:
+        make(tmp_path, path="l.csv").scan()
+    assert "none" not in str(exc.value)
+    (tmp_path / "e.csv").write_text("\n\n")
+    with pytest.raises(SourceError, match="is empty; its first line must name the columns"):
+        make(tmp_path, path="e.csv").scan()
+
+
+@pytest.mark.parametrize(
+    ("header", "match"),
+    [
+        (f"{HEADER},state", "column 'state' appears 2 times"),
+        ("path,,state,gender,license", "column 2 of the header has no name"),
+    ],
+)
+def test_bad_headers_are_refused(tmp_path: Path, header: str, match: str) -> None:
+    (tmp_path / "l.csv").write_text(
+        f"{header}\n{','.join(['a.jpg', 'x', 'Goa', 'male', 'CC0'][: header.count(',') + 1])}\n"
+    )
+    with pytest.raises(SourceError, match=match):
+        make(tmp_path, path="l.csv").scan()
+
+
+def test_parquet_with_repeated_column_is_refused(tmp_path: Path) -> None:
+    cols = ["path", "state", "gender", "license", "state"]
+    table = pa.Table.from_arrays(
+        [pa.array([v]) for v in ["a.jpg", "Goa", "male", "CC0", "Assam"]], names=cols
+    )
+    pq.write_table(table, tmp_path / "l.parquet")
+    with pytest.raises(SourceError, match="column 'state' appears 2 times"):
+        make(tmp_path, path="l.parquet").scan()
+
+
+def test_undecodable_listings_name_the_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "latin.csv").write_bytes(f"{HEADER},author\n{ROW},Jos\xe9\n".encode("latin-1"))
+    with pytest.raises(SourceError, match=r"latin\.csv is not UTF-8 text \(byte 0xe9"):
+        make(tmp_path, path="latin.csv").scan()
+    (tmp_path / "nul.csv").write_bytes(f"{HEADER}\n{ROW}\nb.jpg,G\x00a,male,CC0\n".encode())
+    with pytest.raises(SourceError, match=r"nul\.csv, line 3: contains a NUL byte"):
+        make(tmp_path, path="nul.csv").scan()
+    (tmp_path / "utf16.csv").write_bytes(f"{HEADER}\n{ROW}\n".encode("utf-16"))
+    with pytest.raises(SourceError, match=r"utf16\.csv is not UTF-8"):
+        make(tmp_path, path="utf16.csv").scan()
+
+
+def test_unclosed_quote_and_long_fields(tmp_path: Path) -> None:
+    long = "x" * 100_000  # under the csv module's field limit: kept whole
+    (tmp_path / "l.csv").write_text(f"{HEADER},note\n{ROW},{long}\n")
+    assert make(tmp_path, path="l.csv").scan()[0]["note"] == long
+    rest = "\n".join(f"b{i}.jpg,Goa,male,CC0,{'y' * 1000}" for i in range(200))
+    (tmp_path / "q.csv").write_text(f'{HEADER},note\n{ROW},"open\n{rest}\n')
+    with pytest.raises(
+        SourceError, match=r"q\.csv, line \d+: field larger than field limit .*unclosed quote"
+    ):
+        make(tmp_path, path="q.csv").scan()
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_listing_is_refused_without_hanging(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "l.csv")
+    with pytest.raises(SourceError, match="is not a regular file"):
+        make(tmp_path, path="l.csv").scan()
+
+
+# -- published paths (issue 11, defect 8) ------------------------------------------------------
+
+
+def test_published_paths_never_hold_the_curators_file_system(tmp_path: Path) -> None:
+    listing_dir = tmp_path / "listing"
+    (listing_dir / "sub").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    for p in ("listing/a.jpg", "listing/sub/b.jpg", "elsewhere/c.jpg", "elsewhere/d.jpg"):
+        (tmp_path / p).write_bytes(p.encode())
+    lines = [
+        "a.jpg",  # relative
+        f"{listing_dir}/sub/b.jpg",  # absolute, inside the listing's folder
+        f"{tmp_path}/elsewhere/c.jpg",  # absolute, outside
+        "../elsewhere/d.jpg",  # escapes with ..
+    ]
+    (listing_dir / "l.csv").write_text(HEADER + "\n" + "".join(f"{p},Goa,male,CC0\n" for p in lines))
+    src = make(tmp_path, path="listing/l.csv")
+    rows = src.scan()
+    published = [r["source_path"] for r in rows]
+    assert published[:2] == ["a.jpg", "sub/b.jpg"]
+    assert all(re.fullmatch(r"external/[0-9a-f]{12}/[cd]\.jpg", p) for p in published[2:]), published
+    for r in rows:
+        assert str(tmp_path) not in r["key"] + r["source_path"] and "tmp" not in r["key"]
+        assert KEY_RE.match(r["key"])
+        assert (
+            src.read(r)
+            == (tmp_path / ("listing" if r["source_path"][0] in "as" else "elsewhere"))
+            .joinpath(
+                Path(r["source_path"]).name if r["source_path"].startswith("external") else r["source_path"]
+            )
+            .read_bytes()
+        )
+    # stable: the same listing gives the same keys
+    assert [r["key"] for r in make(tmp_path, path="listing/l.csv").scan()] == [r["key"] for r in rows]
+
+
+def test_the_same_file_listed_two_ways_is_listed_twice(tmp_path: Path) -> None:
+    (tmp_path / "l.csv").write_text(f"{HEADER}\na.jpg,Goa,male,CC0\n{tmp_path}/sub/../a.jpg,Goa,male,CC0\n")
+    with pytest.raises(SourceError, match=r"image 'a\.jpg' is listed twice"):
         make(tmp_path, path="l.csv").scan()

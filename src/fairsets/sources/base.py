@@ -7,7 +7,55 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["Source", "SourceError", "SourceParams", "SourceReadError", "SourceRejected", "build_source"]
+__all__ = [
+    "RESERVED_COLUMNS",
+    "Source",
+    "SourceError",
+    "SourceParams",
+    "SourceReadError",
+    "SourceRejected",
+    "build_source",
+    "is_reserved_column",
+]
+
+#: Row fields that sources and the build set themselves (a listing may not supply them): the
+#: sample key and origin, what the steps and the pool write (status, annotations, the image...),
+#: what selection and publishing add (split, variant, sha256, augmentation...) and the review
+#: state. Every ``_``-prefixed name is internal too (see :func:`is_reserved_column`).
+RESERVED_COLUMNS = frozenset(
+    {
+        "key",
+        "source",
+        "source_path",
+        "path",
+        "url",
+        "status",
+        "step",
+        "reason",
+        "pixel_sha256",
+        "phash",
+        "annotations",
+        "image",
+        "pool",
+        "priority",
+        "split",
+        "variant",
+        "sha256",
+        "augmented_from",
+        "augmentation",
+        "width",
+        "height",
+        "review",
+        "reviewed_at",
+        "license_text",
+        "filename",  # DuckDB's name for the file a row came from (read_parquet(filename = true))
+    }
+)
+
+
+def is_reserved_column(name: str) -> bool:
+    """Whether ``name`` is a field the build sets itself (so a listing column must not carry it)."""
+    return name.startswith("_") or name in RESERVED_COLUMNS
 
 
 class SourceError(ValueError):

@@ -15,7 +15,9 @@ sub-folder names through ``layout`` (``layout = "{state}/{gender}"``) and the re
 from __future__ import annotations
 
 import csv
+import hashlib
 import importlib.util
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from pydantic import Field
 
 from ..data import make_key
 from ..registry import SOURCES
-from .base import Source, SourceError, SourceParams, SourceReadError
+from .base import Source, SourceError, SourceParams, SourceReadError, is_reserved_column
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -32,6 +34,7 @@ __all__ = [
     "check_columns",
     "keep_other_columns",
     "listing_value",
+    "published_path",
     "read_listing",
 ]
 
@@ -51,19 +54,99 @@ class LocalParams(SourceParams):
 
 
 def read_listing(path: Path) -> list[dict[str, Any]]:
-    """The rows of a CSV or Parquet listing; :class:`SourceError` if unreadable or of another kind."""
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".csv":
-            with path.open(newline="", encoding="utf-8") as fh:
-                return [dict(r) for r in csv.DictReader(fh)]
-        if suffix in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
+    """The rows of a CSV or Parquet listing, each a dict keyed by the header's column names.
 
-            return pq.read_table(path).to_pylist()
-    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:
-        raise SourceError(f"source.path: cannot read listing {path}: {exc}") from None
-    raise SourceError(f"source.path: {path} is neither a folder nor a .csv/.parquet listing")
+    A CSV is read as UTF-8 (a byte-order mark is dropped); blank lines are skipped. Raises
+    :class:`SourceError` naming the file (and the line, for a CSV) when the listing is not a
+    regular file, not UTF-8, has an empty, unnamed or repeated column name, a row with more or
+    fewer fields than the header, a NUL byte, a field beyond the CSV field limit (usually an
+    unclosed quote), or no rows at all.
+    """
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".parquet", ".pq"):
+        raise SourceError(f"source.path: {path} is neither a folder nor a .csv/.parquet listing")
+    if not path.is_file():
+        raise SourceError(
+            f"source.path: listing {path} is not a regular file; point it at a .csv or .parquet file"
+        )
+    try:
+        header, rows = _read_csv(path) if suffix == ".csv" else _read_parquet(path)
+    except UnicodeDecodeError as exc:
+        raise SourceError(
+            f"source.path: listing {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start}); save it as UTF-8"
+        ) from None
+    except SourceError:
+        raise
+    except (OSError, ValueError, NotImplementedError, csv.Error) as exc:  # pyarrow's errors subclass these
+        why = " ".join(str(exc).split())[:300]  # one line: pyarrow's messages span several
+        raise SourceError(f"source.path: cannot read listing {path}: {type(exc).__name__}: {why}") from None
+    if not header:
+        raise SourceError(f"source.path: listing {path} is empty; its first line must name the columns")
+    for i, name in enumerate(header):
+        if not name:
+            raise SourceError(
+                f"source.path: listing {path}: column {i + 1} of the header has no name; name it"
+            )
+        if header.count(name) > 1:
+            raise SourceError(
+                f"source.path: listing {path}: column {name!r} appears {header.count(name)} times in the "
+                "header; give each column its own name"
+            )
+    if not rows:
+        raise SourceError(
+            f"source.path: listing {path} has no rows (columns: {', '.join(header)}); add one line per image"
+        )
+    return rows
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    def bad(line: int, problem: str) -> SourceError:
+        return SourceError(f"source.path: listing {path}, line {line}: {problem}")
+
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        reader = csv.reader(fh)
+        header: list[str] = []
+        rows: list[dict[str, Any]] = []
+        try:
+            for fields in reader:
+                if any("\x00" in f for f in fields):
+                    raise bad(
+                        reader.line_num,
+                        "contains a NUL byte (a binary or UTF-16 file?); save it as UTF-8 CSV",
+                    )
+                if not header:
+                    header = [f.strip() for f in fields]
+                    if not any(header):  # a blank first line: the header comes later
+                        header = []
+                    continue
+                if not fields or (len(fields) == 1 and not fields[0].strip()):
+                    continue  # a blank line
+                if len(fields) != len(header):
+                    raise bad(
+                        reader.line_num,
+                        f"{len(fields)} field(s) where the header has {len(header)}; "
+                        "quote values that contain commas, and give every row every column",
+                    )
+                rows.append(dict(zip(header, fields, strict=True)))
+        except csv.Error as exc:
+            hint = " (an unclosed quote?)" if "field limit" in str(exc) else ""
+            raise bad(reader.line_num, f"{exc}{hint}") from None
+    return header, rows
+
+
+def _read_parquet(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    import pyarrow.parquet as pq
+
+    header = [str(n).strip() for n in pq.read_schema(path).names]
+    if len(set(header)) != len(header) or any(not n for n in header):
+        return header, []  # read_listing names the bad column (reading would fail or merge them)
+    return header, pq.read_table(path).rename_columns(header).to_pylist()
+
+
+def _ours(col: str, theirs: dict[str, str]) -> str:
+    """Our name for a listing column (the ``rename`` entry that maps to it, else its own name)."""
+    return next((o for o, t in theirs.items() if t == col), col)
 
 
 def check_columns(
@@ -73,12 +156,39 @@ def check_columns(
     defaults: dict[str, str],
     where: str,
 ) -> None:
-    """Raise :class:`SourceError` naming every required column a listing lacks (and has no default for)."""
-    present = set(rows[0]) if rows else set()
+    """Raise :class:`SourceError` naming a problem with a listing's columns.
+
+    Every ``required`` column (our names; ``theirs`` maps them to the listing's) must be present
+    or have a default. No other column may carry a name the build sets itself (``key``,
+    ``status``, ``split``, ``_``-prefixed names... see :data:`~fairsets.sources.base.RESERVED_COLUMNS`):
+    it would overwrite or forge internal fields (a ``_rejected`` column would reject rows). Such
+    a column can be kept under another name with ``rename``.
+    """
+    if not rows:
+        raise SourceError(f"{where}: the listing has no rows; add one line per image")
+    present = list(rows[0])
+    used = {theirs.get(c, c) for c in (*required, *OPTIONAL)}
+    for col in present:
+        if col in used:
+            continue
+        ours = _ours(col, theirs)
+        if is_reserved_column(ours):
+            keep = "listing_" + ours.lstrip("_")
+            raise SourceError(
+                f"{where}: column {ours!r} is a name fairsets uses itself; rename it in the listing, "
+                f'or keep it under another name with rename = {{{keep} = "{col}"}}'
+            )
+        if ours in (*required, *OPTIONAL):  # e.g. a column "identity" while rename reads "pid"
+            raise SourceError(
+                f"{where}: column {col!r} is not read because rename takes {ours!r} from "
+                f"{theirs[ours]!r}; drop or rename one of the two columns"
+            )
     missing = [c for c in required if theirs.get(c, c) not in present and c not in defaults]
     if missing:
-        have = ", ".join(sorted(present)) or "none"
-        raise SourceError(f"{where}: missing required column(s) {', '.join(missing)} (columns: {have})")
+        raise SourceError(
+            f"{where}: missing required column(s) {', '.join(missing)} (columns: {', '.join(present)}); "
+            "add them, map them with rename, or give them defaults"
+        )
 
 
 def listing_value(raw: dict[str, Any], name: str, theirs: dict[str, str], defaults: dict[str, str]) -> Any:
@@ -90,11 +200,35 @@ def listing_value(raw: dict[str, Any], name: str, theirs: dict[str, str], defaul
 
 
 def keep_other_columns(row: dict[str, Any], raw: dict[str, Any], theirs: dict[str, str], skip: str) -> None:
-    """Copy the listing's remaining columns (under our names) into ``row`` as metadata strings."""
+    """Copy the listing's remaining columns (under our names) into ``row`` as metadata strings.
+
+    :func:`check_columns` has refused the columns that would overwrite fields the build sets.
+    """
     for col, v in raw.items():
-        ours = next((o for o, t in theirs.items() if t == col), col)
+        ours = _ours(col, theirs)
         if ours not in row and ours != skip:
             row[ours] = None if v is None else str(v)
+
+
+def published_path(value: str, root: Path) -> tuple[Path, str]:
+    """Where to read a listed image, and the path published for it (``source_path``, the key).
+
+    The curator's file system is never published. A path inside ``root`` (the listing's folder,
+    or the folder source) is published relative to it, normalised (``./a.jpg`` and
+    ``sub/../a.jpg`` are ``a.jpg``), whether it was written relative or absolute. A path outside
+    ``root`` (absolute elsewhere, or escaping with ``..``) is still read, but published as
+    ``external/<hash>/<file name>``: the hash (12 hex digits of the SHA-256 of the absolute,
+    normalised path) keeps it unique and stable for the same files, the file name keeps it
+    readable.
+    """
+    given = Path(value).expanduser()
+    where = given if given.is_absolute() else root / given
+    full = Path(os.path.abspath(where))  # lexical: no file-system access, symlinks kept
+    try:
+        return where, full.relative_to(os.path.abspath(root)).as_posix()
+    except ValueError:
+        digest = hashlib.sha256(full.as_posix().encode()).hexdigest()[:12]
+        return where, f"external/{digest}/{full.name}"
 
 
 @SOURCES.register("local")
@@ -125,7 +259,7 @@ class LocalSource(Source):
         loc = self.location
         if loc.is_dir():
             rows, root = self._scan_folder(loc), loc
-        elif loc.is_file():
+        elif loc.exists():  # read_listing refuses what is not a regular file (a FIFO would hang)
             rows, root = read_listing(loc), loc.parent
         else:
             raise SourceError(f"source.path: no such file or folder: {loc}")
@@ -174,9 +308,7 @@ class LocalSource(Source):
             img = get(p.image_column)
             if not img:
                 raise SourceError(f"source {self.location}: row {i + 1} has an empty {p.image_column!r}")
-            path = Path(str(img)).expanduser()
-            rel = path.as_posix()
-            path = path if path.is_absolute() else root / path
+            path, rel = published_path(str(img), root)
             key = make_key("local", rel)
             if key in seen:
                 raise SourceError(f"source {self.location}: image {rel!r} is listed twice")
