@@ -241,7 +241,7 @@ def test_import_reports_every_error(tmp_path: Path) -> None:
         "non-commercial licence (NC) is not allowed (CC-BY-NC-2.0)",
         "line 6 (serpapi_d): accept needs a licence (license column is empty)",
         "line 7 (serpapi_e): licence 'All rights reserved' cannot be accepted: "
-        "unknown or unrecognised licence: 'All rights reserved'",
+        "unknown or unrecognised licence: 'All rights reserved' (restricting term 'all')",
         "line 8 (serpapi_b): key 'serpapi_b' already reviewed on line 4",
         "line 9 (no key): empty key",
     ]

@@ -8,13 +8,16 @@ at ``fairsets/_licenses/policy.toml`` (package data) in an installed wheel.
 API:
     * ``normalise_license(text) -> str | None`` — SPDX id (``"CC-BY-SA-4.0"``, ``"CC0-1.0"``,
       ``"PDM-1.0"`` for public domain, ported ``"CC-BY-SA-3.0-DE"``, also NC/ND ids so they can
-      be rejected with a reason) or ``None`` when unrecognised.
+      be rejected with a reason) or ``None`` unless the WHOLE text is understood (a known id,
+      name or deed URL with only harmless decoration; see the grammar below).
+    * ``parse_license(text) -> tuple[str | None, str]`` — ``(spdx, "")`` or ``(None, why)``.
     * ``load_policy(path=None) -> dict`` — the parsed TOML (cached for the default path).
     * ``license_info(spdx, policy=None) -> dict | None`` — ``{"id", "name", "url", "allowed",
       "attribution", "share_alike", "hf"}``; ported ids resolve to their base entry with the
       ported URL.
     * ``license_decision(text, policy=None) -> tuple[str | None, bool, str]`` —
-      ``(spdx, allowed, reason)``; ``reason`` is ``""`` when allowed.
+      ``(spdx, allowed, reason)``; ``reason`` is ``""`` when allowed, and names the original
+      text (and, for unknown text, what was not understood) otherwise.
     * ``requires_attribution(spdx) -> bool``
     * ``strip_html(text) -> str`` — author fields from Commons often hold HTML.
     * ``render_attribution(rows, policy=None) -> str`` and
@@ -31,6 +34,7 @@ import html
 import importlib.resources
 import os
 import re
+import unicodedata
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -51,6 +55,7 @@ __all__ = [
     "license_info",
     "load_policy",
     "normalise_license",
+    "parse_license",
     "render_attribution",
     "requires_attribution",
     "strip_html",
@@ -82,81 +87,349 @@ def find_data_file(kind: str, name: str) -> Path:
 
 
 # --------------------------------------------------------------------------- normalisation
+#
+# A licence string is recognised WHOLE: it is tokenised, and every token must be consumed by the
+# small grammar below (licence names, SPDX ids, Commons short names, deed URLs, and harmless
+# decoration such as "licensed under", "International", punctuation). Anything left over -- a
+# restricting word ("NonCommercial", "only", "not", "all rights reserved"), an unknown word, a
+# URL that is not a Creative Commons deed, a character outside plain text -- makes the whole
+# string unknown, so the policy rejects it. Nothing is found by searching for substrings.
 
-_WORDS = [
-    (r"creative\s*commons", "cc"),
-    (r"\bshare[\s-]*alike\b", "sa"),
-    (r"\bnon[\s-]*commercial\b", "nc"),
-    (r"\bno[\s-]*deriv(?:ative)?s?\b", "nd"),
-    (r"\battribution\b", "by"),
-    (r"\blicen[cs]e[sd]?\b", " "),
-    (r"\b(?:international|unported|generic)\b", " "),
-]
-_CC_RE = r"(?:cc-)?by((?:-(?:sa|nc|nd))*)-(\d)(?:\.(\d))?(?:-([a-z]{2,3}))?"
-_CC_FULL = re.compile(rf"^{_CC_RE}$")
-_CC_SEARCH = re.compile(r"(?:^|-)cc-by((?:-(?:sa|nc|nd))*)-(\d)(?:\.(\d))?(?:-([a-z]{2,3}))?(?=-|$)")
-_CC_URL = re.compile(
-    r"creativecommons\.org/licenses/(by(?:-(?:sa|nc|nd))*)/(\d)\.(\d)(?:/([a-z]{2,3})(?=[/?#]|$))?",
-    re.IGNORECASE,
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_MAX_LICENSE_CHARS = 1000
+"""Longer texts are not licence names: refused without parsing."""
+
+_CC_VERSIONS = {"1": "1.0", "1.0": "1.0", "2": "2.0", "2.0": "2.0", "2.5": "2.5", "3": "3.0"}
+_CC_VERSIONS |= {"3.0": "3.0", "4": "4.0", "4.0": "4.0"}
+_CC0_VERSIONS = {"1": "1.0", "1.0": "1.0"}
+_OTHER_VERSIONS = {v: v for v in ("1", "1.0", "1.1", "1.2", "1.3", "2", "2.0", "2.1", "3", "3.0")}
+# jurisdictions of the ported Creative Commons licences (1.0-3.0); 4.0 is not ported
+_PORTS = _words(
+    "am ar at au az be bg br ca ch cl cn co cr cz de dk ec ee eg es fi fr ge gr gt hk hr hu ie igo "
+    "il in it jp kr lu mk mt mx my nl no nz pe ph pl pr pt ro rs scotland se sg si sk th tw ug uk us "
+    "ve vn za"
 )
-_CC0 = re.compile(r"(?:^|-)(?:cc-?0|cc-?zero)(?:-1(?:\.0)?)?(?:-|$)")
-_CC0_URL = re.compile(r"creativecommons\.org/publicdomain/zero/", re.IGNORECASE)
-_PDM_URL = re.compile(r"creativecommons\.org/publicdomain/mark/", re.IGNORECASE)
-_PD = re.compile(r"(?:^|-)(?:public-?domain|pdm|pd)(?:-|$)")
-_NOT_PORTS = {"by", "sa", "nc", "nd", "cc"}
+_DECORATION = _words(
+    "license licence licensed licenses licences under the international generic unported universal "
+    "version v deed legalcode legal code dedication"
+)
+# Commons public-domain template suffixes: PD-old, PD-old-70, PD-US, PD-self, PD-Art, ...
+_PD_SUFFIXES = _words(
+    "old auto expired us usgov gov self author user art textlogo text logo shape ineligible simple "
+    "scan nasa military mark"
+)
+_PD_NUM = re.compile(r"1(?:\.0)?|\d{2,4}")  # "Public Domain Mark 1.0", "PD-old-70", "PD-1923"
+_OTHER_FREE = frozenset({"gfdl", "gpl", "lgpl", "fal"})
+"""Licences a Commons file may be offered under *as well as* a CC one ("GFDL, CC BY-SA 3.0")."""
+_RESTRICTING = _words(
+    "nc nd non noncommercial commercial noderivatives noderivs noderivative derivative derivatives "
+    "derivs derived all no not none nor except exception exceptions excluding exclude excludes only "
+    "without but restricted restriction restrictions reserved rights prohibited forbidden personal "
+    "editorial permission copyright copyrighted private unless if limited research educational "
+    "fair use trademark"
+)
+# plain ASCII plus typographic quotes and dashes (after NFKC); anything else refuses the text
+_ALLOWED_CHARS = re.compile(r"[\x20-\x7e\u2010-\u2015\u2018\u2019\u201c\u201d\u00ab\u00bb\t\n\r]*")
+_TOKEN = re.compile(
+    r"(?P<url>(?:https?:)?//[^\s<>\"'()\[\]{}|\\^`]+|(?:www\.)?creativecommons\.org/[^\s<>\"'()\[\]{}|\\^`]*)"
+    r"|(?P<num>\d+(?:\.\d+)*)"
+    r"|(?P<word>[a-z]+)"
+    r"|(?P<space>\s+)"
+    r"|(?P<punct>[.,;:!?()\[\]{}\"'`*_/|\-\u2010-\u2015\u2018\u2019\u201c\u201d\u00ab\u00bb])"
+    r"|(?P<other>.)",
+    re.IGNORECASE | re.DOTALL,
+)
+_DEED = r"(?:/(?:deed|legalcode)(?:\.[a-z]{2,3}(?:[-_][a-z0-9]{2,4})?)?)?/?"
+_CC_URL_PATH = re.compile(
+    r"/licenses/(?P<mods>by(?:-(?:sa|nc|nd))*)/(?P<ver>\d\.\d)"
+    r"(?:/(?!deed|legalcode)(?P<port>[a-z]{2,8}))?" + _DEED
+)
+_PD_URL_PATH = re.compile(r"/publicdomain/(?P<kind>zero|mark)/1\.0" + _DEED)
+_CC_HOSTS = {"creativecommons.org", "www.creativecommons.org"}
 
 
-def _cc_id(parts: str, major: str, minor: str | None, port: str | None) -> str | None:
-    mods = [m for m in parts.split("-") if m]
-    if len(set(mods)) != len(mods):
-        return None
-    # canonical SPDX order: BY[-NC][-ND|-SA]
-    order = {"nc": 0, "nd": 1, "sa": 1}
-    mods.sort(key=lambda m: order[m])
-    version = f"{major}.{minor or '0'}"
+class _Unknown(Exception):
+    """The licence text is not understood; the message says why."""
+
+
+def _cc_id(mods: list[str], version: str, port: str | None) -> str:
+    if len(set(mods)) != len(mods) or ("sa" in mods and "nd" in mods):
+        raise _Unknown(f"no such Creative Commons licence (BY-{'-'.join(m.upper() for m in mods)})")
+    order = {"nc": 0, "nd": 1, "sa": 1}  # canonical SPDX order: BY[-NC][-ND|-SA]
+    mods = sorted(mods, key=lambda m: order[m])
     spdx = "-".join(["CC", "BY", *[m.upper() for m in mods], version])
-    if port and port not in _NOT_PORTS:
-        if version == "4.0":  # 4.0 licences are not ported
-            return None
+    if port:
+        if version == "4.0":
+            raise _Unknown("Creative Commons 4.0 licences are not ported")
         spdx += f"-{port.upper()}"
     return spdx
 
 
-def normalise_license(text: str | None) -> str | None:
-    """Map a licence name, short name, SPDX-like id or deed URL to an SPDX id.
+def _url_id(url: str) -> str:
+    """SPDX id of a creativecommons.org deed or legal-code URL (anything else: ``_Unknown``)."""
+    if url.startswith("//"):
+        url = "https:" + url
+    elif not re.match(r"https?://", url, re.IGNORECASE):
+        url = "https://" + url
+    url = url.rstrip(".,;:!?")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = (parts.hostname or "").lower()
+        port = parts.port
+    except ValueError:
+        raise _Unknown(f"malformed URL {url!r}") from None
+    if parts.username is not None or port is not None or host not in _CC_HOSTS or parts.fragment:
+        raise _Unknown(f"not a Creative Commons licence URL: {url!r}")
+    if parts.query and not re.fullmatch(r"ref=[a-z0-9-]{1,40}", parts.query, re.IGNORECASE):
+        raise _Unknown(f"unexpected query in licence URL: {url!r}")
+    path = parts.path.lower()
+    if m := _CC_URL_PATH.fullmatch(path):
+        mods = m.group("mods").split("-")[1:]
+        if m.group("ver") not in _CC_VERSIONS.values():
+            raise _Unknown(f"no such Creative Commons version in {url!r}")
+        port = m.group("port")
+        if port and port not in _PORTS:
+            raise _Unknown(f"unknown jurisdiction {port!r} in {url!r}")
+        return _cc_id(mods, m.group("ver"), port)
+    if m := _PD_URL_PATH.fullmatch(path):
+        return "CC0-1.0" if m.group("kind") == "zero" else "PDM-1.0"
+    raise _Unknown(f"not a Creative Commons licence URL: {url!r}")
+
+
+_PRESENTATION_ATTRS = frozenset({"class", "style", "rel", "target", "id", "lang", "dir", "width", "height"})
+
+
+class _LicenseTextExtractor(HTMLParser):
+    """All text of an HTML fragment, hidden or not, plus its attribute values (link targets,
+    titles), so that nothing in the markup escapes judgement; only presentational attributes
+    (class, style, ...) are left out."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.parts += [f" {v} " for k, v in attrs if v and k not in _PRESENTATION_ATTRS]
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(f" {data} ")
+
+    # comments, declarations and processing instructions are text too: nothing may hide there
+    handle_comment = handle_decl = handle_pi = unknown_decl = handle_data
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    """``[(kind, value)]`` with kinds ``url`` (an SPDX id), ``num`` and ``word`` (lower case)."""
+    out: list[tuple[str, str]] = []
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup or "other"
+        value = m.group()
+        if kind == "url":
+            out.append(("url", _url_id(value)))
+        elif kind in ("num", "word"):
+            out.append((kind, value.lower()))
+        elif kind == "other":
+            raise _Unknown(f"character {value!r} not understood")
+    return out
+
+
+class _Parser:
+    """Consume every token of a licence text; collect the licence ids it names."""
+
+    def __init__(self, toks: list[tuple[str, str]]) -> None:
+        self.toks = toks
+        self.i = 0
+        self.ids: list[str] = []
+
+    def peek(self, k: int = 0) -> tuple[str, str]:
+        j = self.i + k
+        return self.toks[j] if j < len(self.toks) else ("end", "")
+
+    def word(self, *choices: str) -> bool:
+        kind, value = self.peek()
+        if kind == "word" and value in choices:
+            self.i += 1
+            return True
+        return False
+
+    def skip_decoration(self) -> None:
+        while self.peek()[0] == "word" and self.peek()[1] in _DECORATION:
+            self.i += 1
+
+    def fail(self) -> None:
+        kind, value = self.peek()
+        if kind == "end":
+            raise _Unknown("incomplete licence name")
+        if value in _RESTRICTING:
+            raise _Unknown(f"restricting term {value!r}")
+        raise _Unknown(f"{value!r} not understood")
+
+    def versions(self, table: Mapping[str, str]) -> str | None:
+        """One or more version numbers ("3.0,2.5,2.0" offers all: the first is taken)."""
+        found: list[str] = []
+        while True:
+            self.word("version", "v")
+            kind, value = self.peek()
+            if kind != "num":
+                break
+            if value not in table:
+                raise _Unknown(f"no such licence version {value!r}")
+            found.append(value)
+            self.i += 1
+        if not found:
+            return None
+        return table[found[0]]
+
+    def cc_by(self) -> str:
+        """After "by"/"attribution": modifiers, version(s), optional jurisdiction."""
+        mods: list[str] = []
+        while True:
+            if self.word("sa", "sharealike"):
+                mods.append("sa")
+            elif self.peek() == ("word", "share") and self.peek(1) == ("word", "alike"):
+                self.i += 2
+                mods.append("sa")
+            elif self.word("nc", "noncommercial"):
+                mods.append("nc")
+            elif self.peek() == ("word", "non") and self.peek(1) == ("word", "commercial"):
+                self.i += 2
+                mods.append("nc")
+            elif self.word("nd", "noderivatives", "noderivs"):
+                mods.append("nd")
+            elif self.peek() == ("word", "no") and self.peek(1)[1] in ("derivatives", "derivs"):
+                self.i += 2
+                mods.append("nd")
+            else:
+                break
+        self.word("license", "licence")
+        version = self.versions(_CC_VERSIONS)
+        if version is None:
+            raise _Unknown("Creative Commons licence without a version")
+        port = None
+        kind, value = self.peek()
+        if kind == "word" and value in _PORTS and (value != "no" or self.peek(1)[1] not in _RESTRICTING):
+            port = value
+            self.i += 1
+        return _cc_id(mods, version, port)
+
+    def public_domain(self) -> str:
+        """After "public domain"/"pd"/"pdm": "mark", version, Commons template suffixes."""
+        while True:
+            kind, value = self.peek()
+            if (kind == "word" and value in _PD_SUFFIXES) or (kind == "num" and _PD_NUM.fullmatch(value)):
+                self.i += 1
+            else:
+                return "PDM-1.0"
+
+    def mention(self) -> None:
+        kind, value = self.peek()
+        if kind == "url":
+            self.i += 1
+            self.ids.append(value)
+            return
+        cc = self.word("cc")
+        if not cc and self.peek() == ("word", "creative") and self.peek(1) == ("word", "commons"):
+            self.i += 2
+            cc = True
+        if cc or self.word("cczero"):
+            self.word("license", "licence")
+            if self.toks[self.i - 1][1] == "cczero" or self.peek() in (("num", "0"), ("word", "zero")):
+                if self.toks[self.i - 1][1] != "cczero":
+                    self.i += 1
+                self.versions(_CC0_VERSIONS)
+                self.ids.append("CC0-1.0")
+                return
+            if self.word("pddc"):
+                self.ids.append("PDM-1.0")
+                return
+        if self.word("by", "attribution") if cc else self.word("attribution"):
+            self.ids.append(self.cc_by())
+            return
+        if self.peek() == ("word", "public") and self.peek(1) == ("word", "domain"):
+            self.i += 2
+            self.ids.append(self.public_domain())
+            return
+        if self.word("publicdomain", "pd", "pdm"):
+            self.ids.append(self.public_domain())
+            return
+        if not cc and self.word(*_OTHER_FREE):
+            self.versions(_OTHER_VERSIONS)
+            self.ids.append("other")
+            return
+        self.fail()
+
+    def parse(self) -> list[str]:
+        while True:
+            self.skip_decoration()
+            self.word("or")  # alternatives: "GFDL or CC BY-SA 3.0"
+            self.skip_decoration()
+            if self.peek()[0] == "end":
+                return self.ids
+            self.mention()
+
+
+def _clean_license_text(text: Any) -> str:
+    raw = str(text)
+    if len(raw) > _MAX_LICENSE_CHARS:
+        raise _Unknown(f"longer than {_MAX_LICENSE_CHARS} characters")
+    if "<" in raw or "&" in raw:
+        parser = _LicenseTextExtractor()
+        parser.feed(raw)
+        parser.close()
+        raw = "".join(parser.parts)
+    raw = unicodedata.normalize("NFKC", raw)
+    if not _ALLOWED_CHARS.fullmatch(raw):
+        bad = next(c for c in raw if not _ALLOWED_CHARS.fullmatch(c))
+        raise _Unknown(f"character U+{ord(bad):04X} ({unicodedata.name(bad, 'unnamed')}) not allowed")
+    return raw
+
+
+_NO_LICENSE = "no licence given"
+_NO_NAME = "no licence named"
+_ONLY_OTHER = "no Creative Commons or public-domain licence named"
+
+
+def parse_license(text: Any) -> tuple[str | None, str]:
+    """``(spdx, "")`` for a recognised licence text, ``(None, why)`` otherwise.
+
+    The whole text must be understood (see the comment above); ``why`` names what was not (a
+    restricting term, an unknown word, conflicting licences, a character, ...).
+    """
+    if text is None or not str(text).strip():
+        return None, _NO_LICENSE
+    try:
+        cleaned = _clean_license_text(text)
+        # URLs are matched before letter/digit splitting would break them up
+        ids = _Parser(_tokens(cleaned)).parse()
+    except _Unknown as e:
+        return None, str(e)
+    known = sorted(set(ids) - {"other"})
+    if set(known) == {"CC0-1.0", "PDM-1.0"}:
+        known = ["CC0-1.0"]  # "CC0 1.0 Universal Public Domain Dedication"
+    if not known:
+        return None, _ONLY_OTHER if ids else _NO_NAME
+    if len(known) > 1:
+        return None, f"conflicting licences {' and '.join(known)}"
+    return known[0], ""
+
+
+def normalise_license(text: Any) -> str | None:
+    """Map a licence name, short name, SPDX id or deed URL, recognised whole, to an SPDX id.
 
     Examples: ``"CC BY-SA 4.0"`` → ``"CC-BY-SA-4.0"``; ``"cc-by-4.0"`` → ``"CC-BY-4.0"``;
     ``"Attribution-ShareAlike 3.0 Unported"`` → ``"CC-BY-SA-3.0"``; ``"CC BY-SA 3.0 de"`` →
     ``"CC-BY-SA-3.0-DE"``; ``"CC0"`` / ``"cc-zero"`` → ``"CC0-1.0"``; ``"Public domain"`` /
-    ``"PD-old"`` → ``"PDM-1.0"``; ``"CC BY-NC 4.0"`` → ``"CC-BY-NC-4.0"`` (rejected by the
-    policy, but identified). Unversioned CC names (``"CC BY-SA"``), ``"all rights reserved"``,
-    empty or unknown text → ``None``.
+    ``"PD-old"`` → ``"PDM-1.0"``; ``"CC BY-NC 4.0"`` → ``"CC-BY-NC-4.0"`` (identified so that
+    the policy rejects it by name). Anything with words the grammar does not consume --
+    ``"CC BY 4.0 NonCommercial"``, ``"CC0 (non-commercial use only)"``, ``"Not public
+    domain"`` --, unversioned CC names (``"CC BY-SA"``), conflicting licences, characters
+    outside plain text (after NFKC), empty or unknown text → ``None``.
     """
-    if not text or not text.strip():
-        return None
-    raw = html.unescape(text).strip()
-    if m := _CC_URL.search(raw):
-        return _cc_id(m.group(1).lower()[2:], m.group(2), m.group(3), m.group(4) and m.group(4).lower())
-    if _CC0_URL.search(raw):
-        return "CC0-1.0"
-    if _PDM_URL.search(raw):
-        return "PDM-1.0"
-    s = raw.lower()
-    for pattern, repl in _WORDS:
-        s = re.sub(pattern, repl, s)
-    s = re.sub(r"(?<!\d)\.|\.(?!\d)", " ", s)  # keep only dots inside version numbers
-    s = re.sub(r"[^a-z0-9.]+", "-", s).strip("-")
-    s = re.sub(r"(?<=[a-z])(?=\d)(?!0)", "-", s)  # "by4.0" -> "by-4.0" (but keep "cc0")
-    if not s:
-        return None
-    if _CC0.search(s):
-        return "CC0-1.0"
-    m = _CC_FULL.match(s) or _CC_SEARCH.search(s)
-    if m:
-        return _cc_id(m.group(1), m.group(2), m.group(3), m.group(4))
-    if _PD.search(s):
-        return "PDM-1.0"
-    return None
+    return parse_license(text)[0]
 
 
 # --------------------------------------------------------------------------- policy
@@ -209,10 +482,12 @@ def license_decision(
         text to record in the rejects table.
     """
     policy = policy if policy is not None else load_policy()
-    spdx = normalise_license(text)
+    spdx, why = parse_license(text)
     reject = policy.get("reject", {})
     if spdx is None:
-        return None, False, f"{reject.get('unknown_reason', 'unknown licence')}: {text!r}"
+        unknown = reject.get("unknown_reason", "unknown licence")
+        detail = "" if why in _NOTHING_NAMED else f" ({why})"
+        return None, False, f"{unknown}: {_quote_license(text)}{detail}"
     for rule in reject.get("prefixes", []):
         if spdx.startswith(rule["prefix"]):
             return spdx, False, f"{rule['reason']} ({spdx})"
@@ -220,6 +495,20 @@ def license_decision(
     if info is None or not info.get("allowed", False):
         return spdx, False, f"licence {spdx} is not allowed by the policy"
     return spdx, True, ""
+
+
+_NOTHING_NAMED = {_NO_LICENSE, _NO_NAME, _ONLY_OTHER}
+_QUOTE_CHARS = 200
+
+
+def _quote_license(text: Any) -> str:
+    """The original licence text for a reject reason (``repr``, long texts shortened)."""
+    if text is None:
+        return "None"
+    s = str(text)
+    return repr(s if len(s) <= _QUOTE_CHARS else s[:_QUOTE_CHARS] + "…") + (
+        f" ({len(s)} characters)" if len(s) > _QUOTE_CHARS else ""
+    )
 
 
 def requires_attribution(spdx: str | None, policy: Mapping[str, Any] | None = None) -> bool:
