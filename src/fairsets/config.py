@@ -177,8 +177,14 @@ class Recipe(_Strict):
         return self
 
     def to_public_dict(self) -> dict[str, Any]:
-        """The recipe as published in the manifest (JSON-friendly, no local paths beyond the recipe's)."""
-        return self.model_dump(mode="json", exclude={"base_dir"})
+        """The recipe as published in the manifest and card (JSON-friendly).
+
+        Local paths are published relative to the recipe's folder, never as absolute paths of the
+        curator's file system (see :func:`fairsets.sources.base.public_paths`).
+        """
+        from .sources.base import public_paths
+
+        return public_paths(self.model_dump(mode="json", exclude={"base_dir"}), self.base_dir)
 
 
 def _format_errors(exc: ValidationError) -> str:

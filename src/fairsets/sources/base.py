@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,6 +19,8 @@ __all__ = [
     "SourceRejected",
     "build_source",
     "is_reserved_column",
+    "public_path",
+    "public_paths",
 ]
 
 #: Row fields that sources and the build set themselves (a listing may not supply them): the
@@ -56,6 +61,44 @@ RESERVED_COLUMNS = frozenset(
 def is_reserved_column(name: str) -> bool:
     """Whether ``name`` is a field the build sets itself (so a listing column must not carry it)."""
     return name.startswith("_") or name in RESERVED_COLUMNS
+
+
+def public_path(value: str | Path, root: Path) -> str:
+    """The form of a local path that may be published: never the curator's file system.
+
+    ``value`` (relative to ``root``, or absolute; ``~`` expanded) is published relative to
+    ``root`` when it lies inside it, normalised (``./a.jpg`` and ``sub/../a.jpg`` are ``a.jpg``).
+    A path outside ``root`` (absolute elsewhere, or escaping with ``..``) is published as
+    ``external/<hash>/<file name>``: the hash (12 hex digits of the SHA-256 of the absolute,
+    normalised path) keeps it unique and stable for the same files, the name keeps it readable.
+    Purely lexical: the file system is not consulted (symlinks are not resolved).
+    """
+    given = Path(value).expanduser()
+    full = Path(os.path.abspath(given if given.is_absolute() else root / given))
+    try:
+        return full.relative_to(os.path.abspath(root)).as_posix()
+    except ValueError:
+        digest = hashlib.sha256(full.as_posix().encode()).hexdigest()[:12]
+        return f"external/{digest}/{full.name}"
+
+
+_LOCAL_PATH = re.compile(r"^(/|~|\.\./|[A-Za-z]:[\\/])")
+
+
+def public_paths(value: Any, root: Path) -> Any:
+    """``value`` (a recipe as JSON: dicts, lists, scalars) with every string that is an absolute
+    path, or starts with ``~`` or ``../``, replaced by its :func:`public_path` (``"file:func"``
+    hooks keep their function)."""
+    if isinstance(value, dict):
+        return {k: public_paths(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [public_paths(v, root) for v in value]
+    if isinstance(value, str) and _LOCAL_PATH.match(value):
+        if ".py:" in value:  # a hook, "file.py:function"
+            path, _, func = value.rpartition(":")
+            return f"{public_path(path, root)}:{func}"
+        return public_path(value, root)
+    return value
 
 
 class SourceError(ValueError):

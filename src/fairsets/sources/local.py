@@ -15,9 +15,7 @@ sub-folder names through ``layout`` (``layout = "{state}/{gender}"``) and the re
 from __future__ import annotations
 
 import csv
-import hashlib
 import importlib.util
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,15 @@ from pydantic import Field
 
 from ..data import make_key
 from ..registry import SOURCES
-from .base import Source, SourceError, SourceParams, SourceReadError, is_reserved_column
+from .base import (
+    Source,
+    SourceError,
+    SourceParams,
+    SourceReadError,
+    SourceRejected,
+    is_reserved_column,
+    public_path,
+)
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -213,22 +219,12 @@ def keep_other_columns(row: dict[str, Any], raw: dict[str, Any], theirs: dict[st
 def published_path(value: str, root: Path) -> tuple[Path, str]:
     """Where to read a listed image, and the path published for it (``source_path``, the key).
 
-    The curator's file system is never published. A path inside ``root`` (the listing's folder,
-    or the folder source) is published relative to it, normalised (``./a.jpg`` and
-    ``sub/../a.jpg`` are ``a.jpg``), whether it was written relative or absolute. A path outside
-    ``root`` (absolute elsewhere, or escaping with ``..``) is still read, but published as
-    ``external/<hash>/<file name>``: the hash (12 hex digits of the SHA-256 of the absolute,
-    normalised path) keeps it unique and stable for the same files, the file name keeps it
-    readable.
+    The image is read where the listing says (relative to ``root``, the listing's folder, or
+    absolute); what is published is :func:`~fairsets.sources.base.public_path`: relative to
+    ``root`` when inside it, else ``external/<hash>/<file name>`` — never the curator's file system.
     """
     given = Path(value).expanduser()
-    where = given if given.is_absolute() else root / given
-    full = Path(os.path.abspath(where))  # lexical: no file-system access, symlinks kept
-    try:
-        return where, full.relative_to(os.path.abspath(root)).as_posix()
-    except ValueError:
-        digest = hashlib.sha256(full.as_posix().encode()).hexdigest()[:12]
-        return where, f"external/{digest}/{full.name}"
+    return (given if given.is_absolute() else root / given), public_path(value, root)
 
 
 @SOURCES.register("local")
