@@ -14,6 +14,7 @@ from fairsets.publish.attribution import (
     normalise_license,
     render_attribution,
     requires_attribution,
+    safe_link_url,
     strip_html,
 )
 
@@ -112,3 +113,102 @@ def test_attribution_file(layout: tuple[Path, dict[str, Any]]) -> None:
     assert f"augmented from `{aug['augmented_from']}`" in aug_line and "CC BY-SA 4.0" in aug_line
     assert "| [CC0 1.0 Universal](https://creativecommons.org/publicdomain/zero/1.0/) | 3 | no |" in text
     assert render_attribution(reversed(info["rows"])) == text  # order of input does not matter
+
+
+@pytest.mark.parametrize(
+    ("url", "link"),
+    [
+        ("https://commons.wikimedia.org/wiki/File:A.jpg", "https://commons.wikimedia.org/wiki/File:A.jpg"),
+        ("http://example.org/x?a=1&b=2#f", "http://example.org/x?a=1&b=2#f"),
+        ("HTTPS://EXAMPLE.ORG/A", "HTTPS://EXAMPLE.ORG/A"),
+        ("https://example.org/Café_(1).jpg", "https://example.org/Caf%C3%A9_%281%29.jpg"),
+        ("https://example.org/a)[b](javascript:x)", "https://example.org/a%29%5Bb%5D%28javascript:x%29"),
+        ("https://example.org/<script>|`x`", "https://example.org/%3Cscript%3E%7C%60x%60"),
+        ("javascript:alert(1)", None),
+        ("JavaScript:alert(1)", None),
+        ("data:text/html;base64,PHNjcmlwdD4=", None),
+        ("file:///etc/passwd", None),
+        ("vbscript:msgbox(1)", None),
+        ("ftp://example.org/a.jpg", None),
+        ("mailto:a@example.org", None),
+        ("//example.org/a.jpg", None),
+        ("/wiki/File:A.jpg", None),
+        (" https://example.org/", None),
+        ("https://example.org/a b", None),
+        ("https://example.org/a\nb", None),
+        ("https://example.org/\x00", None),
+        ("https://example.org/\u202e", None),
+        ("https://user:pass@example.org/", None),
+        ("https://example.org@evil.example/", None),
+        ("https://exаmple.org/", None),  # Cyrillic a in the host
+        ("https://example.org:99999/", None),
+        ("https://", None),
+        ("https://example.org/" + "a" * 3000, None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_safe_link_url(url: str | None, link: str | None) -> None:
+    assert safe_link_url(url) == link
+
+
+HOSTILE_ROWS = [
+    {
+        "key": "k_js",
+        "license": "CC-BY-4.0",
+        "author": "Jane](javascript:alert(1)) &lt;script&gt;alert(2)&lt;/script&gt;",
+        "source_url": "javascript:alert(document.cookie)",
+        "title": "[click](javascript:alert(3))",
+    },
+    {"key": "k_data", "license": "CC-BY-SA-4.0", "author": "A", "source_url": "data:text/html,<b>x</b>"},
+    {"key": "k_file", "license": "CC-BY-4.0", "author": "B", "source_url": "file:///home/curator/a.jpg"},
+    {"key": "k_cred", "license": "CC-BY-4.0", "author": "C", "source_url": "https://u:p@example.org/a.jpg"},
+    {"key": "k_ws", "license": "CC-BY-4.0", "author": "D\u202e", "source_url": "https://example.org/a b.jpg"},
+    {"key": "k`tick", "license": "CC-BY-4.0", "author": "E\n# heading", "source_url": "vbscript:x"},
+    {"key": "k_ok", "license": "CC-BY-4.0", "author": "F", "source_url": "https://example.org/F_(1).jpg"},
+]
+
+
+def _links(markdown: str) -> list[str]:
+    """Targets of every Markdown link and autolink in ``markdown`` (escaped brackets skipped)."""
+    import re
+
+    inline = re.findall(r"(?<!\\)\]\(([^)\s]*)\)", markdown)
+    auto = re.findall(r"(?<!\\)<([a-zA-Z][a-zA-Z0-9+.-]*:[^<>\s]*)>", markdown)
+    return inline + auto
+
+
+def test_attribution_never_links_unsafe_urls() -> None:
+    text = render_attribution(HOSTILE_ROWS)
+    links = _links(text)
+    assert links and all(link.startswith("https://") for link in links), links
+    assert "https://example.org/F_%281%29.jpg" in links
+    assert "<script>" not in text and "\u202e" not in text
+    assert "\\<script\\>" in text  # shown as text
+    for line in text.splitlines():
+        assert not line.startswith("#") or line in ("# Attribution", "## Licences", "## Credits (7 images)")
+    credit = {line.split(":", 1)[0]: line for line in text.splitlines() if line.startswith("- ")}
+    assert "`javascript:alert(document.cookie)` (not a web link)" in credit["- `k_js`"]
+    assert "`file:///home/curator/a.jpg` (not a web link)" in credit["- `k_file`"]
+    assert "`https://u:p@example.org/a.jpg` (not a web link)" in credit["- `k_cred`"]
+    assert "- ``k`tick``" in credit  # a key with a backtick stays one code span
+    assert len(credit) == len(HOSTILE_ROWS)
+
+
+def test_card_never_links_unsafe_licence_urls(
+    layout: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fairsets.publish import card
+
+    real = card.license_info
+
+    def hostile(spdx: str | None, policy: Any = None) -> dict[str, Any] | None:
+        info = real(spdx, policy)
+        return info and {**info, "url": "javascript:alert(1)"}
+
+    monkeypatch.setattr(card, "license_info", hostile)
+    text = card.render_card(layout[1]["summary"])
+    assert not [link for link in _links(text) if "javascript" in link]  # never a link ...
+    assert "| CC0 1.0 Universal | 3 |" in text  # ... the licence is named without one
+    monkeypatch.setattr(card, "license_info", real)
+    assert "](https://creativecommons.org/publicdomain/zero/1.0/)" in card.render_card(layout[1]["summary"])

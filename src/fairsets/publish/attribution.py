@@ -20,6 +20,9 @@ API:
       text (and, for unknown text, what was not understood) otherwise.
     * ``requires_attribution(spdx) -> bool``
     * ``strip_html(text) -> str`` — author fields from Commons often hold HTML.
+    * ``safe_link_url(url) -> str | None`` — the URL to use as a link target (http/https only,
+      no credentials, percent-encoded), or ``None``: then render it as text, never as a link.
+      Used for every URL from data rendered as a link (ATTRIBUTION.md, the dataset card).
     * ``render_attribution(rows, policy=None) -> str`` and
       ``write_attribution(path, rows, policy=None) -> dict`` (``{"path","sha256","bytes",
       "lines"}``); ``rows`` are metadata rows (``key``, ``license``, ``author``,
@@ -58,6 +61,7 @@ __all__ = [
     "parse_license",
     "render_attribution",
     "requires_attribution",
+    "safe_link_url",
     "strip_html",
     "write_attribution",
 ]
@@ -399,8 +403,10 @@ def parse_license(text: Any) -> tuple[str | None, str]:
     The whole text must be understood (see the comment above); ``why`` names what was not (a
     restricting term, an unknown word, conflicting licences, a character, ...).
     """
-    if text is None or not str(text).strip():
+    if text is None or (isinstance(text, str) and not text.strip()):
         return None, _NO_LICENSE
+    if not isinstance(text, str):
+        return None, f"a licence is text, not {type(text).__name__}"
     try:
         cleaned = _clean_license_text(text)
         # URLs are matched before letter/digit splitting would break them up
@@ -539,11 +545,63 @@ def strip_html(text: str | None) -> str:
     return " ".join(html.unescape("".join(parser.parts)).split())
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~!])")
+_MAX_URL = 2048
+_URL_HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?", re.ASCII)
+_URL_KEEP = "-._~:/?#@!$&+,;=%"  # all else is percent-encoded: ( ) < > [ ] | ' " ` * backslash, non-ASCII
 
 
-def _md(text: str) -> str:
-    return _MD_SPECIAL.sub(r"\\\1", text)
+def _plain(text: Any) -> str:
+    """``text`` on one line: control and format characters (bidi overrides, zero-width) dropped."""
+    s = "".join(" " if c in "\t\n\r\f\v" else c for c in str(text))
+    s = "".join(c for c in s if unicodedata.category(c) not in ("Cc", "Cf"))
+    return " ".join(s.split())
+
+
+def _md(text: Any) -> str:
+    """Markdown-escape text that came from data (author names, titles) so it stays text."""
+    return _MD_SPECIAL.sub(r"\\\1", _plain(text))
+
+
+def _code(text: Any) -> str:
+    """``text`` as an inline code span, whatever backticks it holds (never a link or markup)."""
+    s = _plain(text)
+    longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or not s else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def safe_link_url(url: Any) -> str | None:
+    """``url`` made safe to render as a Markdown link target, or ``None`` if it must not be a link.
+
+    A link is allowed only for an ``http``/``https`` URL with an ASCII host name, no
+    credentials (``user:pass@``), no whitespace, control or format characters, at most
+    2048 characters. The result is percent-encoded so it cannot break out of ``[text](url)``,
+    ``<url>`` or a table cell. Anything else -- ``javascript:``, ``data:``, ``file:``,
+    ``vbscript:``, relative or scheme-less URLs -- gives ``None``: show it as text instead.
+    """
+    if not isinstance(url, str) or not url or len(url) > _MAX_URL:
+        return None
+    if any(c.isspace() or unicodedata.category(c)[0] in "CZ" for c in url):
+        return None
+    if not re.match(r"https?://", url, re.IGNORECASE):
+        return None
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 -- raises ValueError on a bad port
+    except ValueError:
+        return None
+    if "@" in parts.netloc or not _URL_HOST.fullmatch(host):
+        return None
+    return urllib.parse.quote(url, safe=_URL_KEEP)
+
+
+def _link(text: str, url: Any) -> str:
+    """``[text](url)`` when the URL is safe, else the escaped text alone."""
+    safe = safe_link_url(url)
+    return f"[{_md(text)}]({safe})" if safe else _md(text)
 
 
 def _title(row: Mapping[str, Any]) -> str:
@@ -591,16 +649,18 @@ def render_attribution(rows: Iterable[Mapping[str, Any]], policy: Mapping[str, A
         if not requires_attribution(spdx, policy):
             continue
         info = license_info(spdx, policy)
-        lic = f"[{_md(info['name'])}]({info['url']})" if info else _md(str(spdx))
+        lic = _link(info["name"], info["url"]) if info else _md(str(spdx))
         author = strip_html(row.get("author")) or "unknown author"
         title = _title(row)
         what = f"“{_md(title)}”" if title else "image"
-        line = f"- `{row['key']}`"
+        line = f"- {_code(row['key'])}"
         if row.get("augmented_from"):
-            line += f" (augmented from `{row['augmented_from']}`)"
+            line += f" (augmented from {_code(row['augmented_from'])})"
         line += f": {what} by {_md(author)}, licensed under {lic}"
         if row.get("source_url"):
-            line += f", source: <{row['source_url']}>"
+            safe = safe_link_url(str(row["source_url"]))
+            shown = f"<{safe}>" if safe else f"{_code(row['source_url'])} (not a web link)"
+            line += f", source: {shown}"
         lines.append(line)
     out = [
         "# Attribution",
@@ -617,7 +677,7 @@ def render_attribution(rows: Iterable[Mapping[str, Any]], policy: Mapping[str, A
     ]
     for spdx in sorted(counts):
         info = license_info(spdx, policy)
-        name = f"[{_md(info['name'])}]({info['url']})" if info else _md(spdx)
+        name = _link(info["name"], info["url"]) if info else _md(spdx)
         out.append(f"| {name} | {counts[spdx]} | {'yes' if requires_attribution(spdx, policy) else 'no'} |")
     out += ["", f"## Credits ({len(lines)} images)", ""]
     out += lines or ["No published image requires attribution."]
