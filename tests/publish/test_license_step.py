@@ -31,3 +31,24 @@ def test_license_step(text: str | None, ok: bool, spdx_or_reason: str) -> None:
         assert s.meta["license"] == spdx_or_reason and s.meta["license_text"] == text
     else:
         assert s.step == "license" and spdx_or_reason in s.reason
+
+
+@pytest.mark.parametrize(
+    ("text", "deferred"),
+    [
+        ("", True),
+        (None, True),
+        ("see the page", True),
+        ("CC BY 4.0", False),  # allowed: passes, not deferred
+        ("CC BY 4.0 NonCommercial", False),  # names a restriction: rejected now
+        ("All rights reserved", False),
+        ("CC BY-NC 4.0", False),  # identified and refused
+    ],
+)
+def test_pending_review_defers_only_unknown_licences(text: str | None, deferred: bool) -> None:
+    step = build_step("license", {})
+    s = step.process(Sample(key="k", meta={"license": text, "review": "pending"}), StepContext())
+    assert (s.annotations.get("license") == "deferred to manual review") is deferred
+    assert s.ok is (deferred or text == "CC BY 4.0")
+    if not s.ok:
+        assert repr(text) in s.reason or "CC-BY-NC-4.0" in s.reason

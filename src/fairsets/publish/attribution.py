@@ -23,6 +23,7 @@ API:
     * ``safe_link_url(url) -> str | None`` — the URL to use as a link target (http/https only,
       no credentials, percent-encoded), or ``None``: then render it as text, never as a link.
       Used for every URL from data rendered as a link (ATTRIBUTION.md, the dataset card).
+    * ``license_counts(rows) -> (source_images, published_files)`` — per-licence Counters.
     * ``render_attribution(rows, policy=None) -> str`` and
       ``write_attribution(path, rows, policy=None) -> dict`` (``{"path","sha256","bytes",
       "lines"}``); ``rows`` are metadata rows (``key``, ``license``, ``author``,
@@ -54,6 +55,7 @@ from fairsets.publish.atomic import atomic_write_text, sha256_file
 
 __all__ = [
     "find_data_file",
+    "license_counts",
     "license_decision",
     "license_info",
     "load_policy",
@@ -154,6 +156,10 @@ _CC_URL_PATH = re.compile(
 )
 _PD_URL_PATH = re.compile(r"/publicdomain/(?P<kind>zero|mark)/1\.0" + _DEED)
 _CC_HOSTS = {"creativecommons.org", "www.creativecommons.org"}
+
+
+RESTRICTING_PREFIX = "restricting term"
+"""``parse_license`` reasons that start with this name a word that limits the licence."""
 
 
 class _Unknown(Exception):
@@ -269,7 +275,7 @@ class _Parser:
         if kind == "end":
             raise _Unknown("incomplete licence name")
         if value in _RESTRICTING:
-            raise _Unknown(f"restricting term {value!r}")
+            raise _Unknown(f"{RESTRICTING_PREFIX} {value!r}")
         raise _Unknown(f"{value!r} not understood")
 
     def versions(self, table: Mapping[str, str]) -> str | None:
@@ -631,21 +637,41 @@ def _resolve(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def license_counts(rows: Iterable[Mapping[str, Any]]) -> tuple[Counter[str], Counter[str]]:
+    """Count the published metadata ``rows`` (all variants together) per licence, two ways.
+
+    Returns ``(source_images, published_files)``: distinct real images (rows without
+    ``augmented_from``), and distinct published files (every ``key`` once, augmented copies
+    included, with their source image's licence). The card and ATTRIBUTION.md both use these.
+    """
+    unique: dict[str, Mapping[str, Any]] = {}
+    for r in rows:
+        unique.setdefault(str(r["key"]), r)
+    sources: Counter[str] = Counter()
+    files: Counter[str] = Counter()
+    for row in _resolve([unique[k] for k in sorted(unique)]):
+        spdx = normalise_license(row.get("license")) or (row.get("license") or "unknown")
+        files[spdx] += 1
+        if not row.get("augmented_from"):
+            sources[spdx] += 1
+    return sources, files
+
+
 def render_attribution(rows: Iterable[Mapping[str, Any]], policy: Mapping[str, Any] | None = None) -> str:
     """Render ``ATTRIBUTION.md`` for the published metadata ``rows`` (all variants together).
 
     A row may appear in several variants (same ``key``); it is credited once.
     """
     policy = policy if policy is not None else load_policy()
+    rows = list(rows)
     unique: dict[str, Mapping[str, Any]] = {}
     for r in rows:
         unique.setdefault(str(r["key"]), r)
     resolved = _resolve([unique[k] for k in sorted(unique)])
-    counts: Counter[str] = Counter()
+    sources, counts = license_counts(rows)
     lines: list[str] = []
     for row in resolved:
         spdx = normalise_license(row.get("license")) or (row.get("license") or "unknown")
-        counts[spdx] += 1
         if not requires_attribution(spdx, policy):
             continue
         info = license_info(spdx, policy)
@@ -672,14 +698,19 @@ def render_attribution(rows: Iterable[Mapping[str, Any]], policy: Mapping[str, A
         "",
         "## Licences",
         "",
-        "| Licence | Images | Attribution required |",
-        "|---|---:|---|",
+        "Source images are the distinct real photographs published; published files also count",
+        "their augmented copies, each file once across all configs (the dataset card counts the same).",
+        "",
+        "| Licence | Source images | Published files (all configs, incl. augmented copies) "
+        "| Attribution required |",
+        "|---|---:|---:|---|",
     ]
     for spdx in sorted(counts):
         info = license_info(spdx, policy)
         name = _link(info["name"], info["url"]) if info else _md(spdx)
-        out.append(f"| {name} | {counts[spdx]} | {'yes' if requires_attribution(spdx, policy) else 'no'} |")
-    out += ["", f"## Credits ({len(lines)} images)", ""]
+        required = "yes" if requires_attribution(spdx, policy) else "no"
+        out.append(f"| {name} | {sources[spdx]} | {counts[spdx]} | {required} |")
+    out += ["", f"## Credits ({len(lines)} published files)", ""]
     out += lines or ["No published image requires attribution."]
     return "\n".join(out) + "\n"
 

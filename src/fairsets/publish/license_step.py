@@ -5,9 +5,14 @@ whose licence the policy does not allow (NC, ND, unknown, missing) is rejected w
 and an allowed one has its ``license`` metadata replaced by the normalised id (the original text
 is kept in ``license_text``).
 
+A licence text is recognised whole (see :func:`fairsets.publish.attribution.parse_license`):
+"CC BY 4.0 NonCommercial" or "CC0 (non-commercial use only)" is unknown, never CC BY / CC0, and
+the reject reason quotes the original text and says what was not understood.
+
 Candidates awaiting manual review (``review = "pending"``, e.g. web-search results) often carry
 no exact licence yet: the reviewer supplies it (``fairsets review import`` checks it against the
-same policy). They pass this step unless the licence they do carry is identified and refused.
+same policy). They pass this step unless the licence they do carry is identified and refused, or
+names a restriction ("non-commercial", "all rights reserved", ...).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 from ..data import Sample
 from ..pipeline.step import Step, StepContext, StepParams
 from ..registry import STEPS
-from .attribution import license_decision, load_policy
+from .attribution import RESTRICTING_PREFIX, license_decision, load_policy, parse_license
 
 __all__ = ["LicenseStep"]
 
@@ -43,7 +48,8 @@ class LicenseStep(Step):
     def process(self, sample: Sample, ctx: StepContext) -> Sample:
         text = sample.meta.get("license")
         spdx, allowed, reason = self.decide(text)
-        if sample.meta.get("review") == "pending" and not allowed and spdx is None:
+        pending = sample.meta.get("review") == "pending" and not allowed and spdx is None
+        if pending and not parse_license(text)[1].startswith(RESTRICTING_PREFIX):
             sample.annotations["license"] = "deferred to manual review"
             return sample
         if not allowed:
