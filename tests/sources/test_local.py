@@ -185,13 +185,13 @@ def test_parquet_with_repeated_column_is_refused(tmp_path: Path) -> None:
 
 def test_undecodable_listings_name_the_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "latin.csv").write_bytes(f"{HEADER},author\n{ROW},Jos\xe9\n".encode("latin-1"))
-    with pytest.raises(SourceError, match=r"latin\.csv is not UTF-8 text \(byte 0xe9"):
+    with pytest.raises(SourceError, match=r"latin\.csv: not UTF-8 text \(line 2, byte offset"):
         make(tmp_path, path="latin.csv").scan()
     (tmp_path / "nul.csv").write_bytes(f"{HEADER}\n{ROW}\nb.jpg,G\x00a,male,CC0\n".encode())
     with pytest.raises(SourceError, match=r"nul\.csv, line 3: contains a NUL byte"):
         make(tmp_path, path="nul.csv").scan()
     (tmp_path / "utf16.csv").write_bytes(f"{HEADER}\n{ROW}\n".encode("utf-16"))
-    with pytest.raises(SourceError, match=r"utf16\.csv is not UTF-8"):
+    with pytest.raises(SourceError, match=r"utf16\.csv: not UTF-8"):
         make(tmp_path, path="utf16.csv").scan()
 
 

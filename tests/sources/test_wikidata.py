@@ -444,11 +444,15 @@ def test_shipped_states_table() -> None:
         ("qid,name\nQ1,\n", "row 2: empty name"),
         ("id,name\nQ1,A\n", "missing column"),
         ("qid,name\n", "no states"),
+        ("qid,name\nQ1,A,surplus\n", "row 2: 3 fields where the header has 2"),
+        ('qid,name,note\nQ1,A,"two\nlines"\nQ2,B,x,y\n', "row 4: 4 fields where the header has 3"),
+        ("qid,name,name\nQ1,A,B\n", "column(s) name appear more than once"),
+        ("qid,name\nQ1,Jos\xe9\n".encode("latin-1").decode("utf-8", "surrogateescape"), "not UTF-8 text"),
     ],
 )
 def test_load_states_errors(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "bad.csv"
-    path.write_text(text)
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
     with pytest.raises(ValueError, match=r"bad\.csv") as info:
         load_states(path)
     assert message in str(info.value)

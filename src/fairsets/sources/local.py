@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io
 import re
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from pydantic import Field
 
 from ..data import make_key
 from ..registry import SOURCES
+from ..textfile import TextFileError, read_text
 from .base import (
     Source,
     SourceError,
@@ -77,11 +79,8 @@ def read_listing(path: Path) -> list[dict[str, Any]]:
         )
     try:
         header, rows = _read_csv(path) if suffix == ".csv" else _read_parquet(path)
-    except UnicodeDecodeError as exc:
-        raise SourceError(
-            f"source.path: listing {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
-            f"{exc.start}); save it as UTF-8"
-        ) from None
+    except TextFileError as exc:  # names the file, the line and the byte offset
+        raise SourceError(f"source.path: listing {exc}") from None
     except SourceError:
         raise
     except (OSError, ValueError, NotImplementedError, csv.Error) as exc:  # pyarrow's errors subclass these
@@ -110,7 +109,7 @@ def _read_csv(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
     def bad(line: int, problem: str) -> SourceError:
         return SourceError(f"source.path: listing {path}, line {line}: {problem}")
 
-    with path.open(newline="", encoding="utf-8-sig") as fh:
+    with io.StringIO(read_text(path), newline="") as fh:  # UTF-8, a BOM dropped
         reader = csv.reader(fh)
         header: list[str] = []
         rows: list[dict[str, Any]] = []

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import csv
 import http.client
+import io
 import json
 import logging
 import math
@@ -83,6 +84,7 @@ import pyarrow as pa
 
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_retry, user_agent
+from ..textfile import read_text
 
 __all__ = [
     "ASSOCIATIONS",
@@ -201,18 +203,28 @@ def load_states(path: str | Path | None = None) -> list[State]:
 
         path = find_data_file("builders", "india_states.csv")
     path = Path(path)
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with io.StringIO(read_text(path), newline="") as f:  # TextFileError (a ValueError) names the file
         reader = csv.DictReader(f)
         fields = [h.strip() for h in (reader.fieldnames or [])]
+        if twice := sorted({h for h in fields if fields.count(h) > 1}):
+            raise ValueError(f"{path}: column(s) {', '.join(twice)} appear more than once in the header")
         missing = [c for c in ("qid", "name") if c not in fields]
         if missing:
             raise ValueError(f"{path}: missing column(s) {', '.join(missing)} (have: {', '.join(fields)})")
         states: list[State] = []
         owner: dict[str, str] = {}  # QID (canonical or alias) -> where it was first seen
         names: dict[str, int] = {}
-        for line, raw in enumerate(reader, start=2):
-            row = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+        for raw in reader:
+            line = reader.line_num  # the physical line (quoted values may span several)
             where = f"{path}, row {line}"
+            if None in raw:  # csv.DictReader puts the fields beyond the header under None
+                raise ValueError(
+                    f"{where}: {len(fields) + len(raw[None])} fields where the header has {len(fields)}; "
+                    "quote values that contain commas"
+                )
+            row = {(k or "").strip(): (v or "").strip() for k, v in raw.items()}
+            if not any(row.values()):
+                continue  # a line of empty fields
             qid, name = row.get("qid", ""), row.get("name", "")
             if not QID_RE.match(qid):
                 raise ValueError(f"{where}: qid {qid!r} is not a Wikidata item id (Q followed by digits)")
