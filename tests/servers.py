@@ -8,7 +8,12 @@ query string). ``request`` has ``method``, ``path``, ``query`` (dict of lists), 
     with LoopbackServer() as srv:
         srv.route("/a.jpg", lambda req: Response(200, {"Content-Type": "image/jpeg"}, data))
         srv.route("/slow", lambda req: Response(200, body=b"x", delay=5))
+        srv.route("/drip", lambda req: Response(200, body=data, drip=0.5))  # one byte every 0.5 s
         url = srv.url("/a.jpg")   # http://127.0.0.1:<port>/a.jpg
+
+A dripping route sends its whole answer (status line, headers, body; ``drip_headers=False``:
+the body only) one byte at a time, ``drip`` seconds apart, until the client hangs up — the
+server a per-operation socket timeout never ends.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     delay: float = 0.0  # seconds to wait before answering (a slow route)
+    drip: float = 0.0  # > 0: send the answer one byte at a time, this many seconds apart
+    drip_headers: bool = True  # drip the status line and headers too (else only the body)
 
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -84,6 +91,9 @@ class LoopbackServer:
                 resp = handler(req) if handler else missing
                 if resp.delay:
                     time.sleep(resp.delay)
+                if resp.drip:
+                    self._drip(resp)
+                    return
                 try:
                     self.send_response(resp.status)
                     for k, v in resp.headers.items():
@@ -93,6 +103,25 @@ class LoopbackServer:
                     if self.command != "HEAD":
                         self.wfile.write(resp.body)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+                    pass
+
+            def _drip(self, resp: Response) -> None:
+                reason = self.responses.get(resp.status, ("",))[0]
+                lines = [f"HTTP/1.1 {resp.status} {reason}"]
+                lines += [f"{k}: {v}" for k, v in resp.headers.items()]
+                lines += [f"Content-Length: {len(resp.body)}", "Connection: close", "", ""]
+                head = "\r\n".join(lines).encode("latin-1")
+                body = resp.body if self.command != "HEAD" else b""
+                self.close_connection = True
+                try:
+                    if not resp.drip_headers:
+                        self.wfile.write(head)
+                        head = b""
+                    data = head + body
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        time.sleep(resp.drip)
+                except OSError:  # the client gave up (the deadline test)
                     pass
 
             do_GET = do_POST = do_HEAD = _handle

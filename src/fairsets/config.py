@@ -115,7 +115,14 @@ class DownloadConfig(_Strict):
     allow_loopback: bool = Field(default=False, description="allow URLs on 127.0.0.0/8 and ::1 (tests)")
     allow_private: bool = Field(default=False, description="allow private and link-local addresses")
     max_bytes: int = Field(default=20_000_000, ge=1, description="largest accepted download")
-    timeout: float = Field(default=20.0, gt=0, description="seconds per request")
+    timeout: float = Field(default=20.0, gt=0, description="seconds per socket operation (connect, one read)")
+    deadline: float = Field(
+        default=60.0, gt=0, description="wall-clock seconds for one download (redirects, headers, body)"
+    )
+    min_rate: float = Field(
+        default=1024.0, ge=0, description="least average bytes/s of a download after rate_grace (0: off)"
+    )
+    rate_grace: float = Field(default=10.0, gt=0, description="seconds before min_rate applies")
     processes: int = Field(default=1, ge=0, description="img2dataset processes; 0 = in this process")
     threads: int = Field(default=16, ge=1, description="download threads per process")
     shard_size: int = Field(default=1000, ge=1, description="images per download shard")

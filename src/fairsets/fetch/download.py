@@ -12,7 +12,8 @@ and a per-shard Parquet of sample statuses); this module adds what it lacks:
   processes unpickle (the pool uses *spawn*), so the install happens in the worker itself;
 * **per-sample status rows** under our keys, classified as ``ok`` / ``rejected`` (a decision:
   refused address, opt-out, too large, HTTP 3xx/4xx other than 408/429, undecodable, invalid
-  URL) / ``failed`` (transient: timeouts, connection errors, 5xx, 408, 429, anything unknown);
+  URL) / ``failed`` (transient: timeouts, the guard's wall-clock ``deadline`` or ``min_rate``
+  passed, connection errors, 5xx, 408, 429, anything unknown);
 * **rounds** — ``out_dir/round-000/``, ``round-001/``, ... each an img2dataset output folder.
   A round whose shards all have img2dataset's ``*_stats.json`` is complete and never redone
   (``_status.parquet`` in it is our record of it, written last); an interrupted round is
@@ -68,7 +69,7 @@ import pyarrow.parquet as pq
 
 from ..publish.atomic import atomic_path
 from ..publish.metadata import write_table
-from .guard import FetchPolicy, classify_http_status, guarded_opener
+from .guard import FetchPolicy, classify_http_status, guarded_opener, too_slow_reason
 from .retry import user_agent as default_user_agent
 
 # albumentations (imported by img2dataset's resizer) checks PyPI for updates on import unless told not to.
@@ -182,6 +183,7 @@ def classify_img2dataset(status: str | None, error_message: str | None) -> tuple
         ``"<reason>: <detail>"`` (None when ok). Reasons: ``blocked_address``,
         ``blocked_scheme``, ``too_many_redirects``, ``too_large``, ``opted_out``, ``http_<code>``,
         ``invalid_url``, ``undecodable`` (rejected); ``http_<code>`` for 408/429/5xx,
+        ``deadline``, ``min_rate`` (the download was too slow: :class:`~fairsets.fetch.guard.TooSlow`),
         ``timeout``, ``connection``, ``error`` (failed).
     """
     msg = (error_message or "").strip()
@@ -194,6 +196,9 @@ def classify_img2dataset(status: str | None, error_message: str | None) -> tuple
     m = _REFUSED_RE.search(msg)
     if m:
         return "rejected", _clip(f"{m.group(1)}: {m.group(2)}")
+    slow = too_slow_reason(msg)
+    if slow is not None:
+        return "failed", _clip(f"{slow[0]}: {slow[1]}")
     if "disallowed by X-Robots-Tag" in msg:
         return "rejected", _clip(f"opted_out: {msg}")
     m = _HTTP_RE.match(msg)
@@ -543,7 +548,8 @@ def download_urls(
     Args:
         rows: dicts with ``key`` (unique, dot-free) and ``url``; other fields are ignored.
         out_dir: output folder (``round-NNN/`` folders and ``status.parquet``).
-        policy: the fetch policy (addresses, byte cap, timeout, redirects, opt-out directives).
+        policy: the fetch policy (addresses, byte cap, timeout, deadline and minimum rate per
+            download, redirects, opt-out directives).
         processes: worker processes (spawned); 0 runs the shards in this process, one by one.
         threads: download threads per shard.
         shard_size: samples per shard of a *new* round (a resumed round keeps its own).

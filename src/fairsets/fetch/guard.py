@@ -19,6 +19,13 @@ enforced where the socket is made, not where the URL is parsed:
 * at most ``max_redirects`` redirects are followed;
 * a response announcing more than ``max_bytes`` (``Content-Length``) is refused before its body
   is read, and reading more than ``max_bytes`` raises :class:`TooLarge` whatever the headers say;
+* every download has a wall-clock ``deadline`` (connect, TLS handshake, redirects, headers and
+  body together) and, once ``rate_grace`` seconds have passed, a minimum average rate of
+  ``min_rate`` bytes/s. ``timeout`` alone bounds one socket operation, so a server that drips a
+  byte every half second would otherwise keep a download alive forever. The connect, the TLS
+  handshake (bounded as a whole by the socket timeout) and every socket read and write of a
+  guarded connection get at most the time left. Passing a limit raises :class:`TooSlow` (a
+  ``TimeoutError``: transient, retried, the sample *fails* rather than being rejected);
 * a successful response whose ``X-Robots-Tag`` carries a disallowed directive (``noai``,
   ``noimageai``) for every robot or for our token (``fairsets: noai``) raises :class:`OptedOut`;
   directives addressed to another robot (``otherbot: noai``) do not apply.
@@ -30,6 +37,9 @@ API:
     * ``FetchPolicy`` — the knobs above (pydantic, frozen)
     * ``FetchRefused`` and its kinds ``BlockedAddress``, ``BlockedScheme``, ``TooManyRedirects``,
       ``TooLarge``, ``OptedOut``; ``refusal_reason(text) -> str | None`` parses the reason back
+    * ``TooSlow`` (deadline or minimum rate passed; transient); ``too_slow_reason(text)`` parses
+      ``(reason, detail)`` back from a (possibly wrapped) message
+    * ``trusted_policy(**overrides) -> FetchPolicy`` for API endpoints the curator configures
     * ``check_ip(ip, policy)``, ``resolve_and_check(host, port, policy)``
     * ``is_disallowed(headers, policy) -> str | None`` (the X-Robots-Tag decision)
     * ``guarded_opener(policy, user_agent=None) -> urllib.request.OpenerDirector``
@@ -41,10 +51,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.client
+import io
 import ipaddress
 import logging
 import re
 import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -64,6 +76,7 @@ __all__ = [
     "OptedOut",
     "TooLarge",
     "TooManyRedirects",
+    "TooSlow",
     "check_ip",
     "classify_http_status",
     "fetch_url",
@@ -71,6 +84,8 @@ __all__ = [
     "is_disallowed",
     "refusal_reason",
     "resolve_and_check",
+    "too_slow_reason",
+    "trusted_policy",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,6 +110,19 @@ class FetchPolicy(BaseModel):
     )
     max_bytes: int = Field(default=20_000_000, ge=1, description="largest body accepted, in bytes")
     timeout: float = Field(default=20, gt=0, description="seconds per connect / socket read")
+    deadline: float = Field(
+        default=60,
+        gt=0,
+        description="wall-clock seconds for one download: connect, redirects, headers and body together",
+    )
+    min_rate: float = Field(
+        default=1024,
+        ge=0,
+        description="least average bytes/s over a download once rate_grace seconds have passed (0: off)",
+    )
+    rate_grace: float = Field(
+        default=10, gt=0, description="seconds before min_rate applies (connect, a slow first byte)"
+    )
     max_redirects: int = Field(default=5, ge=0, description="redirects followed at most")
     disallowed_directives: tuple[str, ...] = Field(
         default=("noai", "noimageai"), description="X-Robots-Tag directives that forbid our use"
@@ -169,7 +197,42 @@ class OptedOut(FetchRefused):
     reason = "opted_out"
 
 
+class TooSlow(TimeoutError):
+    """A download passed its wall-clock deadline or fell below the minimum transfer rate.
+
+    Transient (the server may be fast tomorrow), so a ``TimeoutError``: retried by
+    :func:`fairsets.fetch.retry.call_with_retry`, and a sample that hits it *fails* (retriable
+    with ``--retry-failed``) rather than being rejected. The text starts with
+    ``too slow (<reason>)``, reason ``deadline`` or ``min_rate``; it names the host, never a URL.
+
+    Attributes:
+        reason: ``deadline`` or ``min_rate``.
+        detail: what was measured, and the setting that decided.
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"too slow ({reason}): {detail}")
+
+
 _REFUSAL_RE = re.compile(r"refused \(([a-z_]+)\)")
+_TOO_SLOW_RE = re.compile(r"too slow \((deadline|min_rate)\): (.*?)>?$", re.S)
+
+
+def too_slow_reason(text: str | None) -> tuple[str, str] | None:
+    """Return ``(reason, detail)`` of a :class:`TooSlow` from its text, even wrapped by urllib.
+
+    Args:
+        text: an error message (``"<urlopen error too slow (deadline): ...>"``).
+
+    Returns:
+        ``("deadline" | "min_rate", detail)``, or None if ``text`` is not a :class:`TooSlow`.
+    """
+    if not text:
+        return None
+    m = _TOO_SLOW_RE.search(text.strip())
+    return (m.group(1), m.group(2)) if m else None
 
 
 def refusal_reason(text: str | None) -> str | None:
@@ -309,6 +372,25 @@ def resolve_and_check(host: str, port: int, policy: FetchPolicy) -> list[tuple[i
     return out
 
 
+def trusted_policy(**overrides: Any) -> FetchPolicy:
+    """A policy for API endpoints the curator configures (a query service, a mirror, a local server).
+
+    Such endpoints may be private or loopback (the curator chose them), and their answers are
+    not images, so no opt-out directive applies; the deadline, minimum rate, byte cap and
+    timeout still hold, so no API call can hang on a server that drips or never answers.
+
+    Args:
+        **overrides: :class:`FetchPolicy` fields (``timeout``, ``deadline``, ``max_bytes``, ...).
+    """
+    fields: dict[str, Any] = {
+        "allow_loopback": True,
+        "allow_private": True,
+        "disallowed_directives": (),
+        "max_bytes": 200_000_000,
+    }
+    return FetchPolicy(**(fields | overrides))
+
+
 def _connect_checked(
     address: tuple[str, int], timeout: float | None, source_address: Any, policy: FetchPolicy
 ) -> socket.socket:
@@ -371,6 +453,133 @@ def is_disallowed(headers: Message | http.client.HTTPMessage | Any, policy: Fetc
     return None
 
 
+# --- deadlines ---
+
+
+class _Clock:
+    """The wall-clock budget of one download (shared by its redirect hops)."""
+
+    def __init__(self, policy: FetchPolicy) -> None:
+        self.start = time.monotonic()
+        self.policy = policy
+        self.received = 0
+        self.host = "?"
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def expired(self) -> bool:
+        return self.elapsed() >= self.policy.deadline
+
+    def check(self) -> None:
+        """Raise :class:`TooSlow` if the deadline has passed or the average rate is too low."""
+        p = self.policy
+        elapsed = self.elapsed()
+        if elapsed >= p.deadline:
+            raise TooSlow(
+                "deadline",
+                f"no complete answer from {self.host} within {p.deadline:g} s "
+                f"({self.received} bytes received; setting: deadline)",
+            )
+        if p.min_rate > 0 and elapsed >= p.rate_grace and self.received < p.min_rate * elapsed:
+            raise TooSlow(
+                "min_rate",
+                f"{self.host} sent {self.received} bytes in {elapsed:.1f} s, "
+                f"{self.received / elapsed:.0f} bytes/s, less than min_rate {p.min_rate:g} bytes/s",
+            )
+
+    def op_timeout(self) -> float:
+        """Seconds one socket operation may block: the per-operation timeout, cut to what is left.
+
+        Raises:
+            TooSlow: if no time is left.
+        """
+        self.check()
+        p = self.policy
+        left = min(p.timeout, p.deadline - self.elapsed())
+        if p.min_rate > 0:  # when the average rate would fall below min_rate if nothing more came
+            left = min(left, max(p.rate_grace, self.received / p.min_rate) - self.elapsed())
+        return max(left, 0.001)
+
+    def timed_out(self, exc: BaseException) -> BaseException:
+        """The exception to raise for ``exc``: :class:`TooSlow` if a limit has passed, else ``exc``."""
+        try:
+            self.check()
+        except TooSlow as slow:
+            return slow
+        return exc
+
+
+class _MeteredReader(io.RawIOBase):
+    """The raw stream under an HTTP response: every read gets the time left, and is counted."""
+
+    def __init__(self, sock: socket.socket, clock: _Clock) -> None:
+        super().__init__()
+        self._sock = sock
+        self._inner = sock.makefile("rb", buffering=0)  # holds a reference: closes with us
+        self._clock = clock
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    def readinto(self, b: Any) -> int | None:
+        self._sock.settimeout(self._clock.op_timeout())
+        try:
+            n = self._inner.readinto(b)
+        except OSError as e:  # a timeout cut short by the clock
+            raise self._clock.timed_out(e) from None
+        if n:
+            self._clock.received += n
+            self._clock.check()
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._inner.close()
+        super().close()
+
+
+class _MeteredSocket:
+    """A connected (possibly TLS) socket whose reads and writes keep to the download's clock."""
+
+    def __init__(self, sock: socket.socket, clock: _Clock) -> None:
+        self._sock = sock
+        self._clock = clock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+    def makefile(self, mode: str = "r", buffering: int | None = None, **kwargs: Any) -> Any:
+        if mode != "rb" or kwargs:
+            raise ValueError(f"a guarded connection is read as 'rb', not {mode!r}")
+        raw = _MeteredReader(self._sock, self._clock)
+        return raw if buffering == 0 else io.BufferedReader(raw, buffering or io.DEFAULT_BUFFER_SIZE)
+
+    def sendall(self, data: Any, *args: Any) -> None:
+        self._sock.settimeout(self._clock.op_timeout())
+        try:
+            self._sock.sendall(data, *args)
+        except OSError as e:
+            raise self._clock.timed_out(e) from None
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def _metered_connect(conn: http.client.HTTPConnection, clock: _Clock, connect: Any) -> None:
+    """Run ``connect()`` of ``conn`` within the clock, then meter its socket."""
+    clock.host = conn.host
+    conn.timeout = clock.op_timeout()
+    try:
+        connect()
+    except OSError as e:
+        raise clock.timed_out(e) from None
+    conn.sock = _MeteredSocket(conn.sock, clock)  # type: ignore[assignment]
+
+
 # --- urllib plumbing ---
 
 
@@ -380,17 +589,31 @@ def _host(req: urllib.request.Request) -> str:
 
 
 class _GuardedHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, *args: Any, policy: FetchPolicy, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, policy: FetchPolicy, clock: _Clock | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._create_connection = functools.partial(_connect_checked, policy=policy)
+        self._clock = clock or _Clock(policy)
+
+    def connect(self) -> None:
+        _metered_connect(self, self._clock, super().connect)
 
 
 class _GuardedHTTPSConnection(http.client.HTTPSConnection):
     # HTTPSConnection.connect() calls HTTPConnection.connect() (which uses _create_connection)
     # and then wraps the socket with server_hostname=self.host: SNI and certificate checks keep the name.
-    def __init__(self, *args: Any, policy: FetchPolicy, **kwargs: Any) -> None:
+    # The socket's timeout (cut to the time left) bounds the whole TLS handshake, not each read.
+    def __init__(self, *args: Any, policy: FetchPolicy, clock: _Clock | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._create_connection = functools.partial(_connect_checked, policy=policy)
+        self._clock = clock or _Clock(policy)
+
+    def connect(self) -> None:
+        _metered_connect(self, self._clock, super().connect)
+
+
+def _clock_of(req: urllib.request.Request) -> _Clock | None:
+    """The clock of a download (set by :class:`_ResponseGuard`, carried over redirect hops)."""
+    return getattr(req, "_fairsets_clock", None)
 
 
 class _GuardedHTTPHandler(urllib.request.HTTPHandler):
@@ -399,7 +622,8 @@ class _GuardedHTTPHandler(urllib.request.HTTPHandler):
         self._policy = policy
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_GuardedHTTPConnection, policy=self._policy), req)
+        conn = functools.partial(_GuardedHTTPConnection, policy=self._policy, clock=_clock_of(req))
+        return self.do_open(conn, req)
 
 
 class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
@@ -408,7 +632,7 @@ class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
         self._policy = policy
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        conn = functools.partial(_GuardedHTTPSConnection, policy=self._policy)
+        conn = functools.partial(_GuardedHTTPSConnection, policy=self._policy, clock=_clock_of(req))
         return self.do_open(conn, req, context=self._context)
 
 
@@ -456,6 +680,7 @@ class _RedirectHandler(urllib.request.HTTPRedirectHandler):
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None:
             new._fairsets_hops = hops  # type: ignore[attr-defined]
+            new._fairsets_clock = _clock_of(req)  # type: ignore[attr-defined]  # one deadline for all hops
             log.debug("redirect %d from %s to %s", hops, _host(req), _host(new))
         return new
 
@@ -534,6 +759,8 @@ class _ResponseGuard(urllib.request.BaseHandler):
         self._ua = user_agent
 
     def http_request(self, req: urllib.request.Request) -> urllib.request.Request:
+        if not getattr(req, "_fairsets_hops", 0):  # a new download (a request object may be reused)
+            req._fairsets_clock = _Clock(self._policy)  # type: ignore[attr-defined]
         req.add_header("User-Agent", self._ua)  # replaces any earlier one (img2dataset's)
         req.unredirected_hdrs.pop("User-agent", None)
         return req
@@ -606,7 +833,8 @@ class FetchResult:
         final_url: the URL answered after redirects (None if no answer).
         status: ``ok``; ``rejected`` (a decision: refused address/scheme, opt-out, too large,
             HTTP 3xx/4xx other than 408/429, invalid URL — not worth retrying); ``failed``
-            (transient: timeouts, connection errors, 5xx, 408, 429).
+            (transient: timeouts, the deadline or minimum rate passed, connection errors, 5xx,
+            408, 429).
         http_status: the HTTP status of the final answer, if any.
         data: the body when ``ok``.
         content_type: the ``Content-Type`` of the final answer, if any.
@@ -672,7 +900,11 @@ def fetch_url(url: str, policy: FetchPolicy, *, user_agent: str | None = None) -
             content_type=e.headers.get("Content-Type") if e.headers else None,
             error=f"http_{e.code}: {e.reason}",
         )
+    except TooSlow as e:
+        return FetchResult(url, None, "failed", error=f"{e.reason}: {e.detail}")
     except urllib.error.URLError as e:
+        if isinstance(e.reason, TooSlow):
+            return FetchResult(url, None, "failed", error=f"{e.reason.reason}: {e.reason.detail}")
         kind = "timeout" if _is_timeout(e.reason) else "connection"
         return FetchResult(url, None, "failed", error=f"{kind}: {e.reason}")
     except ValueError as e:  # malformed URL; the message would repeat the URL

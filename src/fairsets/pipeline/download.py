@@ -8,8 +8,10 @@ candidates awaiting manual review are downloaded, since the reviewer decides the
 Each candidate row gets internal fields (``_dl_*``, never published) that the source's ``read``
 uses: ``_dl_status`` (``ok`` / ``failed`` / ``rejected`` / ``skipped``), ``_dl_error``,
 ``_dl_dir`` (relative to the work folder), ``_dl_shard`` and ``_dl_member``. A failed download
-fails its sample (``--retry-failed`` downloads only those again); a refused one (opt-out,
-private address, too large, HTTP 404) rejects it with the reason.
+fails its sample (``--retry-failed`` downloads only those again) — a timeout, a 5xx, or a
+download that passed the ``[download]`` ``deadline`` or fell below ``min_rate`` (a server that
+drips bytes); a refused one (opt-out, private address, too large, HTTP 404) rejects it with the
+reason.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ def fetch_policy(recipe: Any) -> Any:
         allow_private=cfg.allow_private,
         max_bytes=cfg.max_bytes,
         timeout=cfg.timeout,
+        deadline=cfg.deadline,
+        min_rate=cfg.min_rate,
+        rate_grace=cfg.rate_grace,
     )
 
 
