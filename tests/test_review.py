@@ -255,6 +255,21 @@ def test_import_needs_the_columns(tmp_path: Path) -> None:
         import_review(tmp_path / "r.csv", {"serpapi_a": {}})
 
 
+def test_import_refuses_ragged_rows_and_repeated_columns(tmp_path: Path) -> None:
+    (tmp_path / "r.csv").write_text(
+        "key,decision,license,author,note\n"
+        "serpapi_a,accept,CC0-1.0,Ann,fine,\n"  # a trailing empty field: harmless
+        "serpapi_b,accept,CC0-1.0,Bo,great, really\n",  # an unquoted comma: the note would be cut
+        encoding="utf-8",
+    )
+    with pytest.raises(ReviewError) as info:
+        import_review(tmp_path / "r.csv", {"serpapi_a": {}, "serpapi_b": {}})
+    assert info.value.errors == ["line 3 (serpapi_b): 6 fields where the header has 5; quote commas"]
+    (tmp_path / "d.csv").write_text("key,decision,license,author,license\nserpapi_a,accept,CC0-1.0,A,x\n")
+    with pytest.raises(ReviewError, match=r"line 1: column\(s\) \['license'\] appear more than once"):
+        import_review(tmp_path / "d.csv", {"serpapi_a": {}})
+
+
 def test_import_tolerates_a_bom(tmp_path: Path) -> None:
     (tmp_path / "r.csv").write_text(
         "\ufeffkey,decision,license,author\nserpapi_a,reject,,\n\nserpapi_b,accept,cc-by-sa-3.0,Ann\n",

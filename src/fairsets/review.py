@@ -262,6 +262,8 @@ def import_review(
         missing = [c for c in _REQUIRED if c not in fields]
         if missing:
             raise ReviewError(path.name, [f"line 1: missing column(s) {missing}; found {fields}"])
+        if twice := sorted({h for h in fields if fields.count(h) > 1}):
+            raise ReviewError(path.name, [f"line 1: column(s) {twice} appear more than once; keep one each"])
         reader.fieldnames = fields
         seen: dict[str, int] = {}
         for raw in reader:
@@ -271,6 +273,10 @@ def import_review(
                 continue
             key = row.get("key", "")
             where = f"line {line} ({key or 'no key'})"
+            if any((v or "").strip() for v in raw.get(None) or ()):  # fields beyond the header
+                n = len(fields) + len(raw[None])
+                errors.append(f"{where}: {n} fields where the header has {len(fields)}; quote commas")
+                continue
             if not key:
                 errors.append(f"{where}: empty key")
                 continue
