@@ -235,6 +235,8 @@ REFUSED = [
     "CC BY 4.0 <!-- NonCommercial -->",
     "CC BY 4.0 <script>nc</script>",
     "CC BY 4.0&#32;NC",
+    '<a NC href="https://creativecommons.org/licenses/by/4.0/">CC BY 4.0</a>',
+    "<nc>CC BY 4.0</nc>",
     # very long
     "CC BY 4.0 " + "x" * 5000,
     "CC BY 4.0 " * 200,
@@ -324,3 +326,40 @@ def test_license_step_shortens_a_huge_licence_in_the_reason() -> None:
     step = build_step("license", {})
     s = step.process(Sample(key="k", meta={"license": text}), StepContext())
     assert not s.ok and repr(text[:200])[:-1] in s.reason and len(s.reason) < 400
+
+
+def test_a_restricting_word_anywhere_is_never_allowed() -> None:
+    """Insert one restricting word at every position of every allowed text: never allowed."""
+    words = ["NC", "ND", "NonCommercial", "NoDerivatives", "no", "not", "only", "except", "but", "without"]
+    words += ["restricted", "reserved", "all", "copyright", "Non-Commercial", "No-Derivs"]
+    tried = 0
+    for text, _ in ALLOWED:
+        parts = text.split()
+        for i in range(len(parts) + 1):
+            for word in words:
+                mutated = " ".join([*parts[:i], word, *parts[i:]])
+                spdx, allowed, _ = license_decision(mutated)
+                assert not allowed, (mutated, spdx)
+                assert spdx is None or "-NC" in spdx or "-ND" in spdx, (mutated, spdx)
+                tried += 1
+    assert tried > 2000
+
+
+def test_random_noise_never_raises() -> None:
+    """Seeded random edits of allowed texts: always an answer, never an exception."""
+    import random
+
+    rng = random.Random(11)
+    alphabet = "abcdefghijklmnopqrstuvwxyz ABCNDSY0123456789.-/:()[]<>&;#'\"\u200b\u0421\uff23\u00a0\x00\n"
+    for _ in range(3000):
+        text = list(rng.choice(ALLOWED)[0])
+        for _ in range(rng.randint(1, 4)):
+            op, at = rng.randrange(3), rng.randrange(len(text) + 1)
+            if op == 0:
+                text.insert(at, rng.choice(alphabet))
+            elif op == 1 and at < len(text):
+                del text[at]
+            elif at < len(text):
+                text[at] = rng.choice(alphabet)
+        _, allowed, reason = license_decision("".join(text))
+        assert allowed == (reason == "")

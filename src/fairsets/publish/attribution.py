@@ -211,19 +211,31 @@ def _url_id(url: str) -> str:
 
 
 _PRESENTATION_ATTRS = frozenset({"class", "style", "rel", "target", "id", "lang", "dir", "width", "height"})
+_KNOWN_ATTRS = _PRESENTATION_ATTRS | {"href", "title"}
+_KNOWN_TAGS = _words("a abbr b bdi br div em font i p small span strong sub sup u")
 
 
 class _LicenseTextExtractor(HTMLParser):
     """All text of an HTML fragment, hidden or not, plus its attribute values (link targets,
     titles), so that nothing in the markup escapes judgement; only presentational attributes
-    (class, style, ...) are left out."""
+    (class, style, ...) are left out. Unknown tag and attribute names count as text."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.parts += [f" {v} " for k, v in attrs if v and k not in _PRESENTATION_ATTRS]
+        if tag not in _KNOWN_TAGS:
+            self.parts.append(f" {tag} ")
+        for k, v in attrs:
+            if k not in _KNOWN_ATTRS:
+                self.parts.append(f" {k} ")
+            if v and k not in _PRESENTATION_ATTRS:
+                self.parts.append(f" {v} ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in _KNOWN_TAGS:
+            self.parts.append(f" {tag} ")
 
     def handle_data(self, data: str) -> None:
         self.parts.append(f" {data} ")
@@ -321,7 +333,7 @@ class _Parser:
             raise _Unknown("Creative Commons licence without a version")
         port = None
         kind, value = self.peek()
-        if kind == "word" and value in _PORTS and (value != "no" or self.peek(1)[1] not in _RESTRICTING):
+        if kind == "word" and value in _PORTS and value != "no":  # Norway only in URLs: "no" restricts
             port = value
             self.i += 1
         return _cc_id(mods, version, port)
