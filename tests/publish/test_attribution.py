@@ -111,7 +111,9 @@ def test_attribution_file(layout: tuple[Path, dict[str, Any]]) -> None:
     assert "<a href" not in text and "Author & 0" in text
     aug_line = next(line for line in lines if line.startswith(f"- `{aug['key']}`"))
     assert f"augmented from `{aug['augmented_from']}`" in aug_line and "CC BY-SA 4.0" in aug_line
-    assert "| [CC0 1.0 Universal](https://creativecommons.org/publicdomain/zero/1.0/) | 3 | no |" in text
+    # source images, then published files (augmented copies included): what each count counts is said
+    assert "| [CC0 1.0 Universal](https://creativecommons.org/publicdomain/zero/1.0/) | 3 | 3 | no |" in text
+    assert "| Source images | Published files (all configs, incl. augmented copies) |" in text
     assert render_attribution(reversed(info["rows"])) == text  # order of input does not matter
 
 
@@ -186,7 +188,11 @@ def test_attribution_never_links_unsafe_urls() -> None:
     assert "<script>" not in text and "\u202e" not in text
     assert "\\<script\\>" in text  # shown as text
     for line in text.splitlines():
-        assert not line.startswith("#") or line in ("# Attribution", "## Licences", "## Credits (7 images)")
+        assert not line.startswith("#") or line in (
+            "# Attribution",
+            "## Licences",
+            "## Credits (7 published files)",
+        )
     credit = {line.split(":", 1)[0]: line for line in text.splitlines() if line.startswith("- ")}
     assert "`javascript:alert(document.cookie)` (not a web link)" in credit["- `k_js`"]
     assert "`file:///home/curator/a.jpg` (not a web link)" in credit["- `k_file`"]

@@ -59,7 +59,7 @@ def test_card_sections(layout: tuple[Path, dict[str, Any]]) -> None:
     assert "state=thuringia, gender=female" in text  # a cell with no real image
     assert "only 3 identities" in text
     assert "ATTRIBUTION.md" in text
-    assert 'load_dataset(\n    "webdataset"' in text and "wds.WebDataset(" in text
+    assert 'load_dataset("webdataset", data_files=' in text and "wds.WebDataset(" in text
     assert "`imbalanced`" not in text  # only variants that exist are described
 
 

@@ -84,7 +84,7 @@ def publish_layout(
     m_markers: list[dict[str, Any] | None],
 ) -> Any:
     from ..publish.atomic import atomic_write_text
-    from ..publish.attribution import normalise_license, write_attribution
+    from ..publish.attribution import license_counts, write_attribution
     from ..publish.card import render_card, render_empty_card
     from ..publish.croissant import write_croissant
     from ..publish.manifest import file_entries, package_versions, write_manifest
@@ -128,7 +128,8 @@ def publish_layout(
     write_attribution(out / "ATTRIBUTION.md", sorted(all_rows, key=lambda r: (r["key"], r["variant"])))
     real = {r["key"]: r for r in all_rows if not r.get("augmented_from")}
 
-    licenses = Counter(normalise_license(r.get("license")) or "unknown" for r in real.values())
+    # per licence: distinct real images, and distinct files incl. augmented copies (as ATTRIBUTION.md)
+    licenses, license_files = license_counts(all_rows)
     step_rows = [
         {
             "name": s.name,
@@ -183,6 +184,7 @@ def publish_layout(
         "description": recipe.publish.description,
         "license": sorted(licenses),
         "licenses": dict(sorted(licenses.items())),
+        "license_files": dict(sorted(license_files.items())),
         "groups": groups,
         "quota": recipe.quota,
         "seed": recipe.seed,

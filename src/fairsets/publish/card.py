@@ -55,8 +55,10 @@ refreshed if the Hub adds values.
 from __future__ import annotations
 
 import glob
+import html
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -64,7 +66,7 @@ from typing import Any
 import yaml
 
 from fairsets.publish.atomic import atomic_write_text, sha256_file
-from fairsets.publish.attribution import find_data_file, license_info
+from fairsets.publish.attribution import find_data_file, license_info, safe_link_url
 
 __all__ = [
     "HF_LICENSES",
@@ -258,7 +260,9 @@ def card_header(summary: Mapping[str, Any]) -> dict[str, Any]:
     """Build the card's YAML header (see module docstring)."""
     variants = summary["variants"]
     default = _default_variant(summary)
-    header: dict[str, Any] = {"pretty_name": summary.get("pretty_name") or summary["name"]}
+    # one line: a title, and no value line of the header can then look like the closing "---"
+    title = " ".join(str(summary.get("pretty_name") or summary["name"]).split())
+    header: dict[str, Any] = {"pretty_name": title}
     header.update(hf_license(summary.get("license") or []))
     header["task_categories"] = list(summary.get("task_categories") or DEFAULT_TASKS)
     tags = list(DEFAULT_TAGS) + [t for t in summary.get("tags") or [] if t not in DEFAULT_TAGS]
@@ -356,27 +360,181 @@ def check_card(text: str, out_dir: str | os.PathLike[str] | None = None) -> list
 # --------------------------------------------------------------------------- body tables
 
 
+class Md(str):
+    """Markdown written by this module: emitted as is. Every other value is data and is escaped."""
+
+
+#: Characters that Markdown (CommonMark/GFM) or a table would interpret inside a line of text.
+_MD_PUNCT = re.compile(r"([\\`*_\[\]#|~$])")
+_BLOCK_START = re.compile(r"^(\d+)([.)])(?=\s|$)")
+
+
+def md_text(value: Any) -> Md:
+    """``value`` as one line of inert Markdown text: whitespace (newlines included) collapsed to single
+    spaces, ``&``, ``<`` and ``>`` HTML-escaped, Markdown punctuation (backticks, ``|``, brackets,
+    emphasis, ``#``...) backslash-escaped, and a leading list/quote/heading marker neutralised.
+
+    Safe anywhere a line of text goes: a paragraph, a list item, a heading or a table cell.
+    """
+    text = html.escape(" ".join(str(value).split()), quote=False)
+    text = _MD_PUNCT.sub(r"\\\1", text)
+    text = _BLOCK_START.sub(r"\1\\\2", text)
+    if text[:1] in ("-", "+", "="):  # a list marker or a setext underline ("&gt;" is no quote marker)
+        text = "\\" + text
+    return Md(text)
+
+
+def _json_inline(value: Any) -> str:
+    """JSON for a code span or block: same value, but ``<``, ``>``, ``&``, backticks and ``|`` written as
+    ``\\uXXXX`` escapes so that no HTML tag, code fence or table column can be formed."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    for ch in "<>&`|":
+        text = text.replace(ch, f"\\u{ord(ch):04x}")
+    return text
+
+
+def md_code(value: Any) -> Md:
+    """``value`` as an inline code span if it is a plain name (letters, digits, ``_.-``), else as text."""
+    text = str(value)
+    if re.fullmatch(r"[A-Za-z0-9_.\-]+", text):
+        return Md(f"`{text}`")
+    return md_text(text)
+
+
 def _md_cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    """A table cell: :class:`Md` as is (structure written here), anything else as escaped text."""
+    if isinstance(value, Md):
+        return " ".join(value.split())
+    return md_text(value)
 
 
-def _table(head: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:
+def _table(head: list[Any], rows: list[list[Any]], align: list[str] | None = None) -> Md:
     align = align or ["---"] * len(head)
     lines = ["| " + " | ".join(_md_cell(h) for h in head) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return Md("\n".join(lines))
 
 
-def _params(params: Mapping[str, Any] | None) -> str:
+def _params(params: Mapping[str, Any] | None) -> Md:
     if not params:
-        return ""
-    return ", ".join(
-        f"`{k}={json.dumps(params[k], sort_keys=True, ensure_ascii=False)}`" for k in sorted(params)
-    )
+        return Md("")
+
+    def name(k: Any) -> str:
+        return str(k) if re.fullmatch(r"[A-Za-z0-9_]+", str(k)) else _json_inline(str(k))
+
+    return Md(", ".join(f"`{name(k)}={_json_inline(params[k])}`" for k in sorted(params)))
 
 
 def _cell_label(cell: Mapping[str, Any], groups: list[str]) -> list[str]:
     return [str(cell.get(g, "")) for g in groups]
+
+
+def _json_block(value: Any) -> str:
+    """Indented JSON for a fenced block, with ``<``, ``>``, ``&`` and backticks as ``\\uXXXX`` escapes."""
+    text = json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
+    for ch in "<>&`":
+        text = text.replace(ch, f"\\u{ord(ch):04x}")
+    return text
+
+
+def _fenced(text: str, lang: str) -> str:
+    """``text`` in a code fence longer than any run of backticks inside it (so it cannot close it)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
+
+
+def _py(value: Any) -> str:
+    """A Python string literal for ``value``: JSON's escapes are Python's, and ``<``, ``>``, ``&`` and
+    backticks are escaped too, so no tag or fence can appear in the card's text."""
+    text = json.dumps(str(value), ensure_ascii=False)
+    for ch in "<>&`":
+        text = text.replace(ch, f"\\u{ord(ch):04x}")
+    return text
+
+
+def _sql_name(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else '"' + name.replace('"', '""') + '"'
+
+
+def _shard_urls(variant: str, split: str, shards: list[str]) -> str:
+    """A Python expression for the shards of one split: brace notation when they are numbered
+    ``00000`` upwards, else the list of their paths."""
+    names = sorted(shards)
+    numbered = [f"shards/{variant}/{split}-{i:05d}.tar" for i in range(len(names))]
+    if names == numbered and len(names) > 1:
+        return _py(f"shards/{variant}/{split}-{{00000..{len(names) - 1:05d}}}.tar")
+    if len(names) == 1:
+        return _py(names[0])
+    return "[" + ", ".join(_py(n) for n in names) + "]"
+
+
+def load_snippets(summary: Mapping[str, Any]) -> list[tuple[Md, Md]]:
+    """The card's loading snippets, ``(introduction, python code)``, written from the files that
+    exist: the splits and shards listed in ``summary["variants"]`` for the default config.
+
+    Every snippet but the first runs in the dataset's folder; the first loads from the Hub and runs
+    on a local copy too once ``repo`` is set to the folder's path (``tests/publish/
+    test_card_snippets.py`` runs them all against the built example).
+    """
+    variants = summary["variants"]
+    default = _default_variant(summary)
+    splits = [sp for sp in _split_order(variants[default]) if variants[default][sp].get("shards")]
+    first = splits[0] if splits else _split_order(variants[default])[0]
+    repo = summary.get("repo_id") or f"YOUR-ORG/{summary['name']}"
+    groups = [str(g) for g in summary.get("groups") or []] or ["license"]
+    config = md_code(default)
+    hub = "\n".join(
+        [
+            "from datasets import load_dataset",
+            "",
+            f"repo = {_py(repo)}  # or the path of a local copy of this folder",
+            f"ds = load_dataset(repo, {_py(default)}, split={_py(first)})",
+            'image, meta = ds[0]["jpg"], ds[0]["json"]',
+            "print(ds, image.size, meta)",
+        ]
+    )
+    files = ", ".join(f"{_py(sp)}: {_py(f'shards/{default}/{sp}-*.tar')}" for sp in splits)
+    local = "\n".join(
+        [
+            "from datasets import load_dataset",
+            "",
+            f'ds = load_dataset("webdataset", data_files={{{files}}})',
+            "print(ds)",
+        ]
+    )
+    urls = _shard_urls(default, first, list(variants[default][first].get("shards") or []))
+    webds = "\n".join(
+        [
+            "import webdataset as wds",
+            "",
+            f"urls = {urls}",
+            'ds = wds.WebDataset(urls, shardshuffle=False).decode("pil").to_tuple("__key__", "jpg", "json")',
+            "key, image, meta = next(iter(ds))",
+            "print(key, image.size, meta)",
+        ]
+    )
+    columns = ", ".join(_sql_name(g) for g in groups)
+    sql = (
+        f"SELECT {columns}, split, count(*) AS samples FROM 'metadata/{default}/*.parquet' "
+        "GROUP BY ALL ORDER BY ALL"
+    )
+    duck = "\n".join(["import duckdb", "", f"duckdb.sql({_py(sql)}).show()"])
+    intros = [
+        f"With 🤗 Datasets, from the Hub (config {config}; for a local copy set `repo` to its folder):",
+        f"From a local copy with 🤗 Datasets, run in its folder (config {config}, every split):",
+        f"With WebDataset, in the dataset's folder (config {config}, split {md_code(first)}):",
+        "The metadata tables are plain Parquet, e.g. with DuckDB, in the dataset's folder:",
+    ]
+    return [(Md(i), Md(c)) for i, c in zip(intros, [hub, local, webds, duck], strict=True)]
+
+
+def _finalize(value: Any) -> Any:
+    """Jinja ``finalize``: every ``{{ value }}`` is data, escaped by :func:`md_text`, unless it is
+    :class:`Md` (Markdown written by this module)."""
+    if isinstance(value, Md):
+        return value
+    return md_text("" if value is None else value)
 
 
 def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -395,18 +553,27 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
     for v in vnames:
         for split in _split_order(variants[v]):
             info = variants[v][split]
-            variant_rows.append([f"`{v}`", split, info.get("num_samples", ""), len(info.get("shards") or [])])
+            n_shards = len(info.get("shards") or [])
+            variant_rows.append([md_code(v), split, info.get("num_samples", ""), n_shards])
     variants_table = _table(
-        ["Config", "Split", "Samples", "Shards"], variant_rows, ["---", "---", "---:", "---:"]
+        ["Config", "Split", "Published samples (incl. augmented copies)", "Shards"],
+        variant_rows,
+        ["---", "---", "---:", "---:"],
     )
 
     steps = summary.get("steps") or []
     steps_table = (
         _table(
-            ["#", "Step", "Parameters", "Rejected", "Failed"],
+            [Md("#"), "Step", "Parameters", "Rejected", "Failed"],
             [
-                [i + 1, f"`{s['name']}`", _params(s.get("params")), s.get("rejected", 0), s.get("failed", 0)]
-                for i, s in enumerate(steps)
+                [
+                    i + 1,
+                    md_code(st["name"]),
+                    _params(st.get("params")),
+                    st.get("rejected", 0),
+                    st.get("failed", 0),
+                ]
+                for i, st in enumerate(steps)
             ],
             ["---:", "---", "---", "---:", "---:"],
         )
@@ -417,10 +584,10 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
     aug_variants = {
         v for v in variants if any((c.get("variants", {}).get(v) or {}).get("augmented") for c in cells)
     }
-    head = [*groups, "Available (real)", "Identities"]
+    head = [*groups, "Available (real source images)", "Identities"]
     align = ["---"] * len(groups) + ["---:", "---:"]
     for v in table_variants:
-        head += [f"{v} train", f"{v} test"]
+        head += [f"{v} train (samples)", f"{v} test (samples)"]
         align += ["---:", "---:"]
         if v in aug_variants:
             head.append(f"{v} (of which augmented)")
@@ -441,34 +608,35 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
     cells_table = _table(head, cell_rows, align) if cells else ""
 
     empty_cells = [
-        ", ".join(f"{g}={c['cell'].get(g)}" for g in groups) for c in cells if not c.get("available")
+        md_text(", ".join(f"{g}={c['cell'].get(g)}" for g in groups)) for c in cells if not c.get("available")
     ]
     cell_notes = [
-        (", ".join(f"{g}={c['cell'].get(g)}" for g in groups), note)
+        (md_text(", ".join(f"{g}={c['cell'].get(g)}" for g in groups)), md_text(note))
         for c in cells
         for note in c.get("notes") or []
     ]
 
-    def counts_table(mapping: Mapping[str, int] | None, what: str, link: bool = False) -> str:
+    def counts_table(
+        mapping: Mapping[str, int] | None,
+        what: str,
+        count: str = "Source images",
+        link: bool = False,
+        extra: tuple[str, Mapping[str, int]] | None = None,
+    ) -> Md:
         if not mapping:
-            return ""
+            return Md("")
         rows = []
         for k in sorted(mapping):
-            label = k
+            label: Any = k
             if link:
                 info = license_info(k)
-                label = f"[{info['name']}]({info['url']})" if info else k
-            rows.append([label, mapping[k]])
-        return _table([what, "Images"], rows, ["---", "---:"])
+                url = safe_link_url(info["url"]) if info else None  # never a javascript: link
+                label = Md(f"[{md_text(info['name'])}]({url})") if url else (info["name"] if info else k)
+            rows.append([label, mapping[k], *([extra[1].get(k, 0)] if extra else [])])
+        head = [what, count, *([extra[0]] if extra else [])]
+        return _table(head, rows, ["---"] + ["---:"] * (len(head) - 1))
 
-    repo = summary.get("repo_id") or f"<namespace>/{summary['name']}"
     first_split = _split_order(variants[default])[0]
-    shard_count = len(variants[default][first_split].get("shards") or [])
-    brace = (
-        f"shards/{default}/{first_split}-{{00000..{shard_count - 1:05d}}}.tar"
-        if shard_count > 1
-        else f"shards/{default}/{first_split}-00000.tar"
-    )
     return {
         "s": summary,
         "name": summary["name"],
@@ -477,7 +645,7 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
         "groups": groups,
         "default_variant": default,
         "variant_names": vnames,
-        "variant_docs": [(v, VARIANT_DOCS.get(v, "")) for v in table_variants],
+        "variant_docs": [(v, Md(VARIANT_DOCS.get(v, ""))) for v in table_variants],
         "variants_table": variants_table,
         "steps_table": steps_table,
         "cells_table": cells_table,
@@ -485,17 +653,20 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
         "cell_notes": cell_notes,
         "warnings": list(summary.get("warnings") or []),
         "sources_table": counts_table(summary.get("sources"), "Source"),
-        "licenses_table": counts_table(summary.get("licenses"), "Licence", link=True),
-        "versions_table": counts_table(summary.get("versions"), "Package").replace(
-            "| Images |", "| Version |"
+        "licenses_table": counts_table(
+            summary.get("licenses"),
+            "Licence",
+            link=True,
+            extra=("Published files (all configs, incl. augmented copies)", summary["license_files"])
+            if summary.get("license_files")
+            else None,
         ),
-        "recipe_json": json.dumps(summary["recipe"], sort_keys=True, indent=2, ensure_ascii=False)
-        if summary.get("recipe")
-        else "",
+        "versions_table": counts_table(summary.get("versions"), "Package", "Version"),
+        "recipe_json": Md(_json_block(summary["recipe"])) if summary.get("recipe") else "",
         "duplicates": summary.get("duplicates") or {},
-        "repo_id": repo,
         "first_split": first_split,
-        "brace": brace,
+        "snippets": load_snippets(summary),
+        "citation": Md(_fenced(str(summary["citation"]), "bibtex")) if summary.get("citation") else "",
         "notes": [summary["notes"]]
         if isinstance(summary.get("notes"), str) and summary["notes"]
         else list(summary.get("notes") or []),
@@ -534,11 +705,12 @@ def render_card(
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        finalize=_finalize,
     )
     header = yaml.safe_dump(
         card_header(summary), sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
     )
-    body = env.get_template(path.name).render(header=header.rstrip("\n"), **_context(summary))
+    body = env.get_template(path.name).render(header=Md(header.rstrip("\n")), **_context(summary))
     text = body.rstrip("\n") + "\n"
     problems = check_card(text, out_dir)
     if problems:
@@ -559,9 +731,9 @@ def render_empty_card(summary: Mapping[str, Any]) -> str:
     header["size_categories"] = [size_category(0)]
     steps = summary.get("steps") or []
     steps_table = _table(
-        ["#", "Step", "Parameters", "Rejected", "Failed"],
+        [Md("#"), "Step", "Parameters", "Rejected", "Failed"],
         [
-            [i + 1, f"`{s['name']}`", _params(s.get("params")), s.get("rejected", 0), s.get("failed", 0)]
+            [i + 1, md_code(s["name"]), _params(s.get("params")), s.get("rejected", 0), s.get("failed", 0)]
             for i, s in enumerate(steps)
         ],
         ["---:", "---", "---", "---:", "---:"],
