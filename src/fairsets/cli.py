@@ -62,10 +62,13 @@ def build_cmd(
     seed: Annotated[int | None, typer.Option(help="Override the recipe's seed.")] = None,
     quota: Annotated[int | None, typer.Option(help="Override the recipe's quota per cell.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Build into a non-empty folder that is not a fairsets output.")
+    ] = False,
 ) -> None:
     """Build a dataset from RECIPE into OUT: steps → dedup → balance → shards → card."""
     from .config import RecipeError, load_recipe
-    from .pipeline.build import BuildError, build
+    from .pipeline.build import BuildError, BuildStopped, build
     from .pipeline.executors import TaskFailed
     from .pipeline.progress import Progress
     from .pipeline.step import MissingDependency
@@ -84,9 +87,12 @@ def build_cmd(
             ray_address=ray_address,
             retry_failed=retry_failed,
             progress=Progress(enabled=None if not quiet else False),
+            force=force,
         )
     except (RecipeError, SourceError, BuildError, TaskFailed, MissingDependency, FileNotFoundError) as exc:
         _die(str(exc))
+    except BuildStopped as exc:
+        _die(str(exc), code=int(exc.code or 1))
     if not quiet:
         _print_summary(result.summary, out)
     for w in result.warnings:
@@ -127,11 +133,14 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
 def validate_cmd(recipe: Annotated[Path, typer.Argument(help="Recipe TOML.")]) -> None:
     """Check a recipe (schema, step names and parameters) without building."""
     from .config import RecipeError, load_recipe
+    from .pipeline.build import check_sources
     from .pipeline.step import MissingDependency
+    from .sources import SourceError
 
     try:
         rec = load_recipe(recipe)
-    except (RecipeError, MissingDependency) as exc:
+        check_sources(rec)
+    except (RecipeError, MissingDependency, SourceError) as exc:
         _die(str(exc))
     typer.echo(f"ok: {rec.name}: {len(rec.steps)} steps, groups {', '.join(rec.groups)}, quota {rec.quota}")
 

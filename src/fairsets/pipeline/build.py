@@ -20,7 +20,10 @@ import fcntl
 import itertools
 import json
 import logging
+import os
 import shutil
+import signal
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,7 +34,7 @@ from typing import Any
 from ..config import Recipe, config_hash, resolve_steps
 from ..data import Status
 from ..sources import build_source
-from .executors import get_executor
+from .executors import WORKERS_LOCK, get_executor, workers_busy
 from .progress import Progress
 from .tasks import (
     materialize_task_done,
@@ -42,7 +45,7 @@ from .tasks import (
     sample_task_done,
 )
 
-__all__ = ["WORKDIR", "BuildError", "BuildResult", "build"]
+__all__ = ["WORKDIR", "BuildError", "BuildResult", "BuildStopped", "build", "check_sources"]
 
 log = logging.getLogger(__name__)
 
@@ -66,18 +69,124 @@ class BuildResult:
     warnings: list[str] = field(default_factory=list)
 
 
+class BuildStopped(SystemExit):
+    """A signal (SIGINT, SIGTERM, SIGHUP) stopped the build; its code is 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signal = signal.Signals(signum).name
+
+    def __str__(self) -> str:
+        return f"stopped by {self.signal}; finished tasks are kept: build again to resume"
+
+
 @contextmanager
-def _lock(workdir: Path) -> Iterator[None]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    with open(workdir / "lock", "w") as fh:
+def _stop_on_signals() -> Iterator[None]:
+    """Turn SIGINT/SIGTERM/SIGHUP into :class:`BuildStopped`, so that every ``with`` block unwinds
+    (workers terminated, Ray shut down, locks released). Only the main thread can set handlers;
+    elsewhere this does nothing. Further signals while unwinding are ignored (it is bounded)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    names = ("SIGINT", "SIGTERM", "SIGHUP")
+    sigs = [getattr(signal, n) for n in names if hasattr(signal, n)]
+    stopping = False
+
+    def handler(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        raise BuildStopped(signum)
+
+    previous = {s: signal.signal(s, handler) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+def _check_out(out: Path, force: bool) -> None:
+    """Refuse an output that is a file, or a non-empty folder that is not a fairsets output."""
+    if out.exists() and not out.is_dir():
+        raise BuildError(f"the output {out} is an existing file, not a folder; choose a folder path")
+    if force or not out.is_dir() or (out / WORKDIR).exists() or (out / "manifest.json").exists():
+        return
+    try:
+        entries = sorted(p.name for p in out.iterdir())
+    except OSError as exc:
+        raise BuildError(f"cannot read the output folder {out}: {exc.strerror or exc}") from None
+    if entries:
+        shown = ", ".join(entries[:3]) + (", …" if len(entries) > 3 else "")
+        raise BuildError(
+            f"the output folder {out} is not empty ({shown}) and is not a fairsets output; choose an "
+            "empty or new folder, or pass --force (force=True) to build into it"
+        )
+
+
+@contextmanager
+def _lock(out: Path, *, force: bool = False) -> Iterator[None]:
+    """Hold ``OUT/.fairsets/lock`` for the build; refuse while another build or an old worker runs.
+
+    If the build fails and this call created the work folder, it is removed again when nothing but
+    the locks was written in it (and ``out`` too, if this call created it and it is empty): a
+    failed start leaves no trace. A build that wrote anything keeps it, to resume.
+    """
+    _check_out(out, force)
+    workdir = out / WORKDIR
+    made_out, made_work = not out.exists(), not workdir.exists()
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(f"cannot create the output folder {out}: {exc.strerror or exc}") from None
+    path = workdir / "lock"
+    for _ in range(5):
+        fh = open(path, "a")  # noqa: SIM115 - held open for the whole build
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise BuildError(f"another build is running in {workdir.parent}") from None
+            fh.close()
+            raise BuildError(
+                f"another build is running in {out}; wait for it to end (or stop it), then build again"
+            ) from None
         try:
-            yield
+            if os.fstat(fh.fileno()).st_ino == os.stat(path).st_ino:
+                break  # else a failed build removed the file we locked: lock the new one
+        except FileNotFoundError:
+            pass
+        fh.close()
+    else:
+        raise BuildError(f"cannot lock {path}: it keeps being replaced; is another build starting?")
+    ok = False
+    try:
+        if workers_busy(workdir):
+            raise BuildError(
+                f"a worker of an earlier build (its driver was killed?) still writes in {out}; wait for "
+                "it to end or stop it, then build again"
+            )
+        yield
+        ok = True
+    finally:
+        try:
+            if not ok and made_work:
+                _remove_if_untouched(out, workdir, made_out)
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+            fh.close()
+
+
+def _remove_if_untouched(out: Path, workdir: Path, made_out: bool) -> None:
+    """Remove a work folder holding nothing but the locks (and ``out`` if it is empty and new)."""
+    try:
+        files = [p for p in workdir.rglob("*") if not p.is_dir()]
+        if any(p.parent != workdir or p.name not in ("lock", WORKERS_LOCK) for p in files):
+            return
+        shutil.rmtree(workdir)
+        if made_out and not any(out.iterdir()):
+            out.rmdir()
+    except OSError as exc:  # cleaning up is a courtesy; the build's own error matters
+        log.debug("could not remove %s: %s", workdir, exc)
 
 
 def build(
@@ -89,8 +198,13 @@ def build(
     ray_address: str | None = None,
     retry_failed: bool = False,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> BuildResult:
-    """Run a recipe into ``out``; see the module docstring for the stages."""
+    """Run a recipe into ``out``; see the module docstring for the stages.
+
+    ``out`` must be new, empty or an earlier fairsets output (``force`` allows any folder).
+    Raises :class:`BuildError` (bad input, a locked folder) and :class:`BuildStopped` (a signal).
+    """
     out = Path(out)
     workdir = out / WORKDIR
     progress = progress or Progress(enabled=False)
@@ -108,12 +222,14 @@ def build(
         "retry_failed": retry_failed,
         "progress": progress,
     }
-    with _lock(workdir):
+    with _stop_on_signals(), _lock(out, force=force):
         primary = _open_source(recipe.source.type, recipe.source.params(), recipe, workdir)
         candidates = primary.scan()
         if not candidates:
             raise BuildError("the source listed no candidates")
-        with get_executor(kind, workers=n_workers, ray_address=ray_address or ex_cfg.ray_address) as ex:
+        ex_ctx = get_executor(kind, workers=n_workers, ray_address=ray_address or ex_cfg.ray_address)
+        # again after the executor started: Ray sets its own SIGTERM handler in ray.init
+        with ex_ctx as ex, _stop_on_signals():
             specs = _run_stage(0, primary, candidates, ex=ex, **stage_args)
             n_candidates = len(candidates)
             sources_summary = [{"type": recipe.source.type, "stage": 0, "candidates": len(candidates)}]
@@ -178,8 +294,42 @@ def build(
         )
 
 
-def _open_source(kind: str, params: dict[str, Any], recipe: Recipe, workdir: Path) -> Any:
+def _open_source(kind: str, params: dict[str, Any], recipe: Recipe, workdir: Path | None) -> Any:
     return build_source(kind, params, recipe.base_dir, recipe.groups, workdir=workdir)
+
+
+def check_sources(recipe: Recipe) -> None:
+    """What can be checked of the sources without building: their parameters and the files they name.
+
+    Raises :class:`~fairsets.sources.SourceError` for a bad parameter, or a ``path`` (listing or
+    folder) or ``states_file`` that does not exist. A source with a ``prepare`` hook writes its
+    listing when the build starts, so only the hook's file has to exist.
+    """
+    from ..sources import SourceError
+
+    configs = [("source", recipe.source)] + [
+        (f"supplement {i + 1}", c) for i, c in enumerate(recipe.supplement)
+    ]
+    for where, cfg in configs:
+        source = _open_source(cfg.type, cfg.params(), recipe, None)
+        params = source.params
+        prepare = getattr(params, "prepare", None)
+        if prepare:
+            hook = recipe.base_dir / str(prepare).partition(":")[0]
+            if not hook.is_file():
+                raise SourceError(
+                    f"{where}.prepare: no such hook file {hook}; write it next to the recipe or fix the name"
+                )
+        for name in ("path", "states_file"):
+            value = getattr(params, name, None)
+            if not value or (name == "path" and prepare):
+                continue
+            target = source.resolve_path(str(value))
+            if not target.exists():
+                raise SourceError(
+                    f"{where}.{name}: no such file or folder: {target}; fix the path (a relative one is "
+                    "taken from the recipe's folder)"
+                )
 
 
 def _run_stage(

@@ -4,22 +4,46 @@ Both call the same top-level task functions with the same JSON-friendly specs, a
 deterministic functions of their specs, so both executors produce byte-identical outputs.
 A task that raises is a bug: the executor finishes the other tasks, then raises
 :class:`TaskFailed` naming the failed tasks (completed ones are kept, a re-run resumes).
+
+Workers die with their driver. Pool workers ask the kernel for SIGKILL when the driver dies
+(Linux ``PR_SET_PDEATHSIG``) and also watch their parent's pid (every platform); they ignore
+Ctrl-C, which the driver handles by stopping them. Leaving the executor's ``with`` block by an
+exception (a signal the build turned into one included) terminates the workers at once instead of
+waiting for their tasks. Every task holds a shared lock on ``OUT/.fairsets/workers.lock`` while it
+runs (:func:`task_lock`), so a new build can tell that a worker of an old one still writes there
+(:func:`workers_busy`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import multiprocessing
 import os
+import signal
+import sys
+import threading
+import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
 from typing import Any
 
 from ..registry import EXECUTORS
 from .step import MissingDependency
 
-__all__ = ["Executor", "LocalExecutor", "RayExecutor", "TaskFailed", "get_executor"]
+__all__ = [
+    "WORKERS_LOCK",
+    "Executor",
+    "LocalExecutor",
+    "RayExecutor",
+    "TaskFailed",
+    "get_executor",
+    "task_lock",
+    "workers_busy",
+]
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +55,63 @@ class TaskFailed(RuntimeError):
     """One or more tasks raised; the message lists them with their errors."""
 
 
-def _worker_init() -> None:
-    """Keep one thread per worker process so ``workers`` means cores."""
+#: Taken shared by every running task, exclusive by a build that checks for an old one's workers.
+WORKERS_LOCK = "workers.lock"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+@contextlib.contextmanager
+def task_lock(workdir: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold a shared lock on ``workdir/workers.lock`` while a task writes into ``workdir``."""
+    path = Path(workdir) / WORKERS_LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_SH)  # blocks only while a build checks (an instant)
+        yield
+
+
+def workers_busy(workdir: str | os.PathLike[str]) -> bool:
+    """Whether a task (of any build, e.g. a killed driver's orphan) is writing into ``workdir``."""
+    path = Path(workdir) / WORKERS_LOCK
+    if not path.exists():
+        return False
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+
+
+def _die_with(parent: int) -> None:
+    """End this process when ``parent`` ends (re-parenting changes ``getppid``)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+                log.debug("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
+        except (OSError, AttributeError) as exc:  # no libc (unusual builds): the watch below remains
+            log.debug("prctl unavailable: %s", exc)
+    if os.getppid() != parent:  # the driver died before the line above took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="fairsets-parent-watch", daemon=True).start()
+
+
+def _worker_init(parent: int | None = None) -> None:
+    """Keep one thread per worker process so ``workers`` means cores; die with the driver."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if parent is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the driver, which stops us
+        _die_with(parent)
     try:
         import cv2
 
@@ -42,9 +120,14 @@ def _worker_init() -> None:
         pass
 
 
+def _locked(fn: TaskFn, spec: dict[str, Any]) -> dict[str, Any]:
+    with task_lock(spec["workdir"]):
+        return fn(spec)
+
+
 def _call(fn: TaskFn, spec: dict[str, Any]) -> dict[str, Any]:
     _worker_init()
-    return fn(spec)
+    return _locked(fn, spec)
 
 
 class Executor:
@@ -63,7 +146,14 @@ class Executor:
     def __enter__(self) -> Executor:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # a failure or a signal: stop the workers now, do not wait for their tasks
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop at once (running tasks are killed; a re-run resumes)."""
         self.close()
 
     @staticmethod
@@ -88,7 +178,7 @@ class LocalExecutor(Executor):
         if self._pool is None:
             ctx = multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=ctx, initializer=_worker_init
+                max_workers=self.workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),)
             )
         return self._pool
 
@@ -102,7 +192,7 @@ class LocalExecutor(Executor):
         if self.workers == 0:
             for i, spec in enumerate(specs):
                 try:
-                    results[i] = fn(spec)
+                    results[i] = _locked(fn, spec)
                 except Exception as exc:  # a bug in a step: record, finish the rest, then raise
                     log.error("task %s failed:\n%s", spec.get("task_id"), traceback.format_exc())
                     failures.append((spec.get("task_id", str(i)), f"{type(exc).__name__}: {exc}"))
@@ -111,7 +201,7 @@ class LocalExecutor(Executor):
                     on_done(spec, results[i])  # type: ignore[arg-type]
         else:
             pool = self._get_pool()
-            pending = {pool.submit(fn, spec): i for i, spec in enumerate(specs)}
+            pending = {pool.submit(_locked, fn, spec): i for i, spec in enumerate(specs)}
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
@@ -131,6 +221,21 @@ class LocalExecutor(Executor):
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+    def abort(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        for p in procs:
+            with contextlib.suppress(OSError, ValueError):
+                p.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            with contextlib.suppress(OSError, ValueError, AssertionError):
+                p.join(timeout=5)
+                if p.is_alive():
+                    p.kill()
 
 
 @EXECUTORS.register("ray")
