@@ -56,6 +56,7 @@ ALLOWED = [
     ("CC0 1.0 Universal", "CC0-1.0"),
     ("CC0 1.0 Universal (CC0 1.0) Public Domain Dedication", "CC0-1.0"),
     ("cc-zero", "CC0-1.0"),
+    ("cczero", "CC0-1.0"),
     ("CC Zero", "CC0-1.0"),
     ("Public domain", "PDM-1.0"),
     ("public-domain", "PDM-1.0"),

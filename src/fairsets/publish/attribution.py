@@ -353,15 +353,18 @@ class _Parser:
             self.i += 1
             self.ids.append(value)
             return
+        if self.word("cczero"):
+            self.versions(_CC0_VERSIONS)
+            self.ids.append("CC0-1.0")
+            return
         cc = self.word("cc")
         if not cc and self.peek() == ("word", "creative") and self.peek(1) == ("word", "commons"):
             self.i += 2
             cc = True
-        if cc or self.word("cczero"):
+        if cc:
             self.word("license", "licence")
-            if self.toks[self.i - 1][1] == "cczero" or self.peek() in (("num", "0"), ("word", "zero")):
-                if self.toks[self.i - 1][1] != "cczero":
-                    self.i += 1
+            if self.peek() in (("num", "0"), ("word", "zero")):  # "CC0", "CC-0", "CC Zero"
+                self.i += 1
                 self.versions(_CC0_VERSIONS)
                 self.ids.append("CC0-1.0")
                 return
