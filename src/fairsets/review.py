@@ -79,16 +79,18 @@ def _thumbnail_uri(data: bytes | None) -> str | None:
     """A ``data:image/jpeg;base64,…`` thumbnail (≤ 256 px), or None if ``data`` is not an image."""
     if not data:
         return None
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    from PIL import ImageOps
+
+    from .vision.imageformat import ImageDecodeError, image_errors, open_image
 
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        with open_image(data) as im, image_errors():  # allowed formats only (no EPS/Ghostscript)
             im = ImageOps.exif_transpose(im)
             im = im.convert("RGB")
             im.thumbnail((THUMB_SIZE, THUMB_SIZE))
             buf = io.BytesIO()
             im.save(buf, format="JPEG", quality=80)
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+    except ImageDecodeError:
         return None
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 

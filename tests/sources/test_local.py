@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fairsets.data import KEY_RE
-from fairsets.sources import SourceError, SourceReadError, build_source
+from fairsets.sources import SourceError, SourceReadError, SourceRejected, build_source
 
 
 def make(tmp_path: Path, **params) -> object:
@@ -254,3 +254,132 @@ def test_the_same_file_listed_two_ways_is_listed_twice(tmp_path: Path) -> None:
     (tmp_path / "l.csv").write_text(f"{HEADER}\na.jpg,Goa,male,CC0\n{tmp_path}/sub/../a.jpg,Goa,male,CC0\n")
     with pytest.raises(SourceError, match=r"image 'a\.jpg' is listed twice"):
         make(tmp_path, path="l.csv").scan()
+
+
+# -- bounded local reads (issue 11, defect 4) --------------------------------------------------
+
+
+def _listing(tmp_path: Path, *paths: str) -> object:
+    lines = "".join(f"{p},Goa,male,CC0-1.0\n" for p in paths)
+    (tmp_path / "l.csv").write_text(f"path,state,gender,license\n{lines}")
+    return make(tmp_path, path="l.csv")
+
+
+def _read(src, name: str) -> bytes:
+    row = next(r for r in src.scan() if r["path"].endswith(name))
+    return src.read(row)
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_in_a_listing_is_rejected_without_hanging(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.jpg")
+    src = _listing(tmp_path, "pipe.jpg")
+    with pytest.raises(SourceRejected, match=r"cannot read pipe\.jpg: not a regular file: it is a FIFO"):
+        _read(src, "pipe.jpg")
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_in_a_folder_is_a_rejected_candidate_not_a_hang_or_a_loss(tmp_path: Path) -> None:
+    (tmp_path / "imgs").mkdir()
+    (tmp_path / "imgs" / "a.jpg").write_bytes(b"\xff\xd8\xff jpeg")
+    os.mkfifo(tmp_path / "imgs" / "b.jpg")
+    src = make(tmp_path, path="imgs", defaults={"state": "Goa", "gender": "male", "license": "CC0-1.0"})
+    assert sorted(Path(r["path"]).name for r in src.scan()) == ["a.jpg", "b.jpg"]
+    assert _read(src, "a.jpg") == b"\xff\xd8\xff jpeg"
+    with pytest.raises(SourceRejected, match="it is a FIFO"):
+        _read(src, "b.jpg")
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_device_files_and_links_to_them_are_never_read(tmp_path: Path) -> None:
+    (tmp_path / "zero.jpg").symlink_to("/dev/zero")
+    (tmp_path / "folder.jpg").mkdir()
+    src = _listing(tmp_path, "/dev/zero", "zero.jpg", "folder.jpg")
+    with pytest.raises(SourceRejected, match="it is a character device"):
+        _read(src, "/dev/zero")
+    with pytest.raises(SourceRejected, match="it is a character device"):
+        _read(src, "zero.jpg")
+    with pytest.raises(SourceRejected, match="it is a directory"):
+        _read(src, "folder.jpg")
+
+
+@pytest.mark.timeout(30)
+def test_a_file_over_max_bytes_is_refused_from_stat_without_reading_it(tmp_path: Path) -> None:
+    import tracemalloc
+
+    big = tmp_path / "big.jpg"
+    with big.open("wb") as fh:  # sparse: 1 GiB on paper, nothing on disk
+        fh.truncate(1 << 30)
+    src = _listing(tmp_path, "big.jpg")
+    tracemalloc.start()
+    try:
+        with pytest.raises(SourceRejected, match=r"big\.jpg: too many bytes: 1073741824 > 20000000"):
+            _read(src, "big.jpg")  # the default cap: the decode step's default max_bytes
+        src.max_bytes = 1000
+        with pytest.raises(SourceRejected, match="too many bytes: 1073741824 > 1000"):
+            _read(src, "big.jpg")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000
+    (tmp_path / "ok.jpg").write_bytes(b"x" * 1000)
+    assert len(_read(_listing(tmp_path, "ok.jpg"), "ok.jpg")) == 1000  # exactly the cap is allowed
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="no procfs here")
+def test_the_read_is_bounded_even_when_stat_reports_no_size() -> None:
+    from fairsets.fetch.localfile import LocalFileRefused, read_local_file
+
+    assert os.stat("/proc/self/status").st_size == 0  # procfs: size 0, yet content
+    assert len(read_local_file("/proc/self/status", 100_000)) > 100
+    with pytest.raises(LocalFileRefused, match="more than 100"):
+        read_local_file("/proc/self/status", 100)
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_swapped_in_after_the_checks_cannot_block_the_open(tmp_path: Path, monkeypatch) -> None:
+    import fairsets.fetch.localfile as localfile
+
+    target = tmp_path / "a.jpg"
+    target.write_bytes(b"x" * 10)
+    real_open = os.open
+
+    def swap_then_open(path, flags, *args, **kwargs):
+        if os.fspath(path) == os.path.realpath(target):  # the checks passed; the attacker wins the race:
+            target.unlink()  # a FIFO with no writer where the file was
+            os.mkfifo(target)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(localfile.os, "open", swap_then_open)
+    with pytest.raises(localfile.LocalFileRefused, match="it is a FIFO"):  # without O_NONBLOCK: a hang
+        localfile.read_local_file(target, 100)
+
+
+def test_the_source_cap_is_the_decode_steps_max_bytes(tmp_path: Path) -> None:
+    pytest.importorskip("PIL")
+    pytest.importorskip("cv2")
+    import fairsets.vision  # noqa: F401  (registers the decode step)
+    from fairsets.pipeline import tasks
+
+    (tmp_path / "ok.jpg").write_bytes(b"x" * 600)
+    (tmp_path / "big.jpg").write_bytes(b"x" * 601)
+    src = _listing(tmp_path, "ok.jpg", "big.jpg")
+    spec = {
+        "source": {
+            "type": "local",
+            "params": {"path": "l.csv"},
+            "base_dir": str(tmp_path),
+            "groups": ["state", "gender"],
+        },
+        "steps": [{"name": "decode", "params": {"max_bytes": 600}}],
+    }
+    worker_source = tasks._source(spec)
+    assert worker_source.max_bytes == 600
+    assert len(_read(worker_source, "ok.jpg")) == 600
+    with pytest.raises(SourceRejected, match="too many bytes: 601 > 600"):
+        _read(worker_source, "big.jpg")
+    assert src.max_bytes is None  # a source built outside a task keeps the default cap

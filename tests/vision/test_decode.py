@@ -191,3 +191,214 @@ def test_bilevel_and_gray_to_rgb(ctx):
 def test_unknown_param_is_an_error():
     with pytest.raises(ValueError, match="max_byte"):
         build_step("decode", {"max_byte": 3})
+
+
+# ------------------------------------------------------------------ hostile bytes are sample data
+
+
+def _corrupt_avif(astronaut) -> bytes:
+    """AVIF bytes on which plain Pillow raises ``RuntimeError`` while loading (seeded search)."""
+    import random
+
+    good = _save(Image.fromarray(astronaut[:128, :128]), "AVIF", quality=50)
+    rng = random.Random(0)
+    for _ in range(200):
+        bad = bytearray(good)
+        bad[rng.randrange(64, len(bad))] = rng.randrange(256)
+        try:
+            with Image.open(io.BytesIO(bytes(bad))) as im:
+                im.load()
+        except RuntimeError:
+            return bytes(bad)
+        except Exception:  # another failure: keep looking for a RuntimeError
+            continue
+    raise AssertionError("no mutation of the AVIF raises RuntimeError")
+
+
+@pytest.mark.skipif("AVIF" not in Image.registered_extensions().values(), reason="no AVIF plugin")
+def test_corrupt_avif_is_a_rejection_naming_the_error(astronaut, ctx):
+    data = _corrupt_avif(astronaut)
+    s = _decode(data, ctx, min_side=8)
+    assert s.status is Status.REJECTED and s.step == "decode"
+    assert s.reason.startswith("truncated or corrupt image: RuntimeError: "), s.reason
+    assert s.image is None
+
+
+@pytest.mark.skipif("AVIF" not in Image.registered_extensions().values(), reason="no AVIF plugin")
+def test_avif_decodes_where_the_plugin_exists(astronaut, ctx):
+    s = _decode(_save(Image.fromarray(astronaut), "AVIF", quality=90), ctx)
+    assert s.status is Status.OK and s.annotations["format"] == "AVIF"
+    assert np.abs(s.image.astype(int) - astronaut).mean() < 8
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF"])
+def test_allowed_formats_decode(fmt, astronaut, ctx):
+    s = _decode(_save(Image.fromarray(astronaut), fmt), ctx)
+    assert s.status is Status.OK, s.reason
+    assert s.annotations["format"] == fmt and s.image.shape == (512, 512, 3)
+
+
+def _dds_unknown_fourcc() -> bytes:
+    """A DDS header with an unknown pixel format (Pillow: ``NotImplementedError``)."""
+    header = bytearray(124)
+    struct.pack_into("<7I", header, 0, 124, 0x1007, 128, 128, 0, 0, 0)
+    struct.pack_into("<2I4s", header, 72, 32, 0x4, b"ZZZZ")  # pixel format: FOURCC "ZZZZ"
+    return b"DDS " + bytes(header) + b"\x00" * 4096
+
+
+def _eps() -> bytes:
+    return (
+        b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 100 100\n%%EndComments\n"
+        b"newpath 0 0 moveto 100 100 lineto stroke\nshowpage\n%%EOF\n"
+    )
+
+
+class _Called(BaseException):
+    """Raised by the patched process launchers: nothing may start an external program."""
+
+
+@pytest.fixture()
+def no_subprocess(monkeypatch):
+    import os
+    import subprocess
+
+    from PIL import EpsImagePlugin
+
+    def refuse(*args, **kwargs):
+        raise _Called(f"an external program was started: {args!r}")
+
+    for name in ("Popen", "run", "call", "check_call", "check_output"):
+        monkeypatch.setattr(subprocess, name, refuse)
+    for name in ("system", "posix_spawn", "posix_spawnp", "execv", "execvp"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, refuse)
+    monkeypatch.setattr(EpsImagePlugin, "gs_binary", "gs", raising=False)
+    monkeypatch.setattr(EpsImagePlugin, "gs_windows_binary", "gs", raising=False)
+    monkeypatch.setattr(EpsImagePlugin, "has_ghostscript", lambda: True)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (_eps(), "unsupported format EPS"),
+        (b"\xc5\xd0\xd3\xc6" + b"\x00" * 28 + _eps(), "unsupported format EPS"),  # binary EPS
+        (b"%PDF-1.4\n1 0 obj\n<<>>\nendobj\n" * 4, "unsupported format PDF"),
+        (_dds_unknown_fourcc(), "unsupported format DDS"),
+        (b"icns\x00\x00\x10\x00" + b"\x00" * 4096, "unsupported format ICNS"),
+        (b"\x00\x00\x01\x00\x01\x00" + b"\x00" * 256, "unsupported format ICO"),
+        (b"8BPS\x00\x01" + b"\x00" * 256, "unsupported format PSD"),
+        (b'<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg"/>', "unsupported format SVG"),
+        (b"#define im_width 8\n#define im_height 8\nstatic char im_bits[] = {0};", "unsupported format XBM"),
+        (b"P6\n100 100\n255\n" + b"\x00" * 30000, "unsupported format PPM"),
+        (b"qoif\x00\x00\x00\x64\x00\x00\x00\x64\x03\x00" + b"\x00" * 64, "unsupported format QOI"),
+        (b"", "not an image: no bytes"),
+        (b"\x00" * 1000, "not an image"),
+    ],
+    ids=[
+        "eps",
+        "eps-binary",
+        "pdf",
+        "dds",
+        "icns",
+        "ico",
+        "psd",
+        "svg",
+        "xbm",
+        "ppm",
+        "qoi",
+        "empty",
+        "zeros",
+    ],
+)
+def test_formats_outside_the_allow_list_never_reach_pillow(data, reason, ctx, no_subprocess, monkeypatch):
+    from PIL import ImageFile
+
+    def no_plugin(self, *args, **kwargs):
+        raise _Called(f"Pillow's {type(self).__name__} plugin was handed the bytes")
+
+    monkeypatch.setattr(ImageFile.ImageFile, "__init__", no_plugin)
+    s = _decode(data, ctx)
+    assert s.status is Status.REJECTED and s.step == "decode"
+    assert s.reason == reason
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("Decoding of color planes failed"),
+        NotImplementedError("Unimplemented pixel format"),
+        MemoryError(),
+        OSError("broken data stream"),
+        ValueError("tile cannot extend outside image"),
+        SyntaxError("not a TIFF file"),
+        struct.error("unpack requires a buffer of 4 bytes"),
+        ZeroDivisionError("division by zero"),
+        IndexError("list index out of range"),
+        KeyError(0x0112),
+        TypeError("bad operand"),
+        EOFError(),
+        RecursionError("maximum recursion depth exceeded"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+@pytest.mark.parametrize("where", ["open", "load", "exif_transpose", "convert"])
+def test_any_library_exception_is_a_rejection(exc, where, astronaut, ctx, monkeypatch):
+    from PIL import ImageOps, JpegImagePlugin
+
+    def boom(*args, **kwargs):
+        raise exc.with_traceback(None)
+
+    # "convert" is only reached for a mode other than RGB
+    data = _save(
+        Image.fromarray(astronaut).convert("L") if where == "convert" else Image.fromarray(astronaut), "JPEG"
+    )
+    target = {
+        "open": (JpegImagePlugin.JpegImageFile, "_open"),
+        "load": (JpegImagePlugin.JpegImageFile, "load"),
+        "exif_transpose": (ImageOps, "exif_transpose"),
+        "convert": (Image.Image, "convert"),
+    }[where]
+    monkeypatch.setattr(*target, boom)
+    s = _decode(data, ctx)
+    assert s.status is Status.REJECTED and s.step == "decode"
+    if where == "open" and isinstance(
+        exc, (SyntaxError, IndexError, TypeError, KeyError, EOFError, struct.error)
+    ):
+        # Pillow itself catches these from a plugin's header parser ("cannot identify")
+        assert s.reason == "truncated or corrupt image: JPEG header does not parse"
+        return
+    assert s.reason.startswith(f"truncated or corrupt image: {type(exc).__name__}"), s.reason
+    assert " at 0x" not in s.reason
+
+
+def test_a_bug_in_our_own_code_still_fails_loudly(astronaut_jpeg, ctx, monkeypatch):
+    import fairsets.vision.decode as decode_mod
+
+    def broken(*args):
+        raise RuntimeError("bug in phash")
+
+    monkeypatch.setattr(decode_mod, "phash", broken)
+    with pytest.raises(RuntimeError, match="bug in phash"):
+        _decode(astronaut_jpeg, ctx)
+
+
+def test_pillow_bomb_guard_inside_load_is_a_rejection(astronaut, ctx, monkeypatch):
+    from PIL import JpegImagePlugin
+
+    def bomb(self, *args, **kwargs):
+        raise Image.DecompressionBombError("Image size (999999999 pixels) exceeds limit")
+
+    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "load", bomb)
+    s = _decode(_save(Image.fromarray(astronaut), "JPEG"), ctx)
+    assert s.reason == "image too large: 999999999 px > 40000000"
+
+
+def test_one_safe_opener_for_every_image_reader(no_subprocess):
+    """Every other place that decodes untrusted image bytes refuses EPS through the same opener."""
+    from fairsets.audit.embeddings import decode_image
+    from fairsets.review import _thumbnail_uri
+    from fairsets.vision.imageformat import ImageDecodeError
+
+    with pytest.raises(ImageDecodeError, match="unsupported format EPS"):
+        decode_image(_eps())
+    assert _thumbnail_uri(_eps()) is None

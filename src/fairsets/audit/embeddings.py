@@ -16,7 +16,6 @@ the next run embeds only the rest.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -168,12 +167,15 @@ def _vectors(column: Any) -> np.ndarray:
 
 
 def decode_image(data: bytes) -> Any:
-    """Decode image bytes to an RGB PIL image (raises on damaged data)."""
-    from PIL import Image
+    """Decode image bytes to an RGB PIL image.
 
-    with Image.open(io.BytesIO(data)) as im:
-        im.load()
-        return im.convert("RGB")
+    Only the allowed formats are opened (:mod:`fairsets.vision.imageformat`: no EPS, no
+    external programs); raises :class:`~fairsets.vision.imageformat.ImageDecodeError` (its
+    message is the reason) on refused or damaged data.
+    """
+    from ..vision.imageformat import decode_rgb_image
+
+    return decode_rgb_image(data)
 
 
 def embed_dataset(
@@ -203,6 +205,8 @@ def embed_dataset(
     Returns:
         The rows with their embeddings; images that fail to decode are skipped with a reason.
     """
+    from ..vision.imageformat import decode_failure
+
     if batch_size < 1 or flush_every < 1:
         raise ValueError("batch_size and flush_every must be >= 1")
     progress = progress or Progress()
@@ -237,7 +241,7 @@ def embed_dataset(
                 try:
                     image = decode_image(data)
                 except Exception as e:  # a damaged image is a per-sample rejection, not a failed audit
-                    skipped[key] = f"image does not decode: {type(e).__name__}: {e}"
+                    skipped[key] = f"image does not decode: {decode_failure(e)}"
                     advance(1)
                     continue
                 batch.append((key, sha, image))

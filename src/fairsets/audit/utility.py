@@ -66,6 +66,18 @@ def zero_shot_metrics(
     return {"accuracy": accuracy, **recall}
 
 
+def _read_image_file(path: Path, name: str) -> tuple[bytes | None, str | None]:
+    """The bytes of a regular image file (bounded: no FIFO, device or huge file), or why not."""
+    from fairsets.fetch.localfile import LocalFileRefused, read_local_file
+
+    try:
+        return read_local_file(path), None
+    except LocalFileRefused as e:
+        return None, f"cannot read {name}: {e}"
+    except OSError as e:
+        return None, f"cannot read {name}: {e.strerror or e}"
+
+
 def iter_labelled(
     path: str | os.PathLike[str], *, label_column: str = "label", image_column: str = "image"
 ) -> Iterator[tuple[str, str, bytes | None, str | None]]:
@@ -77,8 +89,9 @@ def iter_labelled(
             raise ValueError(f"{root}: expected one sub-folder per class")
         for cls in classes:
             for f in sorted(cls.rglob("*")):
-                if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES:
-                    yield str(f.relative_to(root)), cls.name, f.read_bytes(), None
+                if f.suffix.lower() in IMAGE_SUFFIXES and not f.is_dir():
+                    data, err = _read_image_file(f, str(f.relative_to(root)))
+                    yield str(f.relative_to(root)), cls.name, data, err
         return
     if root.suffix != ".parquet" or not root.is_file():
         raise ValueError(f"{root}: expected a folder of class sub-folders or a .parquet file")
@@ -103,10 +116,7 @@ def iter_labelled(
             data = cell
         elif isinstance(cell, str):
             p = Path(cell) if Path(cell).is_absolute() else root.parent / cell
-            try:
-                data = p.read_bytes()
-            except OSError as e:
-                err = f"cannot read {cell}: {e.strerror or e}"
+            data, err = _read_image_file(p, cell)
         if data is None and err is None:
             err = f"no image in column {image_column!r}"
         yield ident, str(label), data, err
@@ -128,6 +138,8 @@ def evaluate_utility(
 
     Items whose image cannot be read or decoded are skipped and listed with the reason.
     """
+    from fairsets.vision.imageformat import decode_failure
+
     if "{}" not in template:
         raise ValueError("the template needs a {} where the class name goes, e.g. 'a photo of a {}.'")
     progress = progress or Progress()
@@ -141,7 +153,7 @@ def evaluate_utility(
                 names.append(label)
                 continue
             except Exception as e:  # a damaged image is skipped with its reason
-                err = f"image does not decode: {type(e).__name__}: {e}"
+                err = f"image does not decode: {decode_failure(e)}"
         skipped.append({"id": ident, "reason": err})
     if not images:
         raise ValueError(f"{data}: no readable labelled image")

@@ -328,15 +328,18 @@ class ImageEncoder:
             or (isinstance(item, str) and not item.strip())
         ):
             raise ValueError("no image")
+        from ..fetch.localfile import read_local_file
+
         p = Path(item)
         if not p.is_absolute() and self.base_dir is not None:
             p = self.base_dir / p
-        return p.read_bytes()
+        return read_local_file(p)  # regular files only, bounded (LocalFileRefused: a skip reason)
 
     def encode(self, items: Sequence[Any], progress: Progress | None = None) -> Encoded:
         """Decode and embed images in batches; undecodable ones are skipped and counted."""
         from ..audit.embeddings import decode_image
         from ..pipeline.progress import Progress
+        from ..vision.imageformat import decode_failure
 
         progress = progress or Progress(False)
         parts: list[np.ndarray] = []
@@ -357,7 +360,7 @@ class ImageEncoder:
                 try:
                     image = decode_image(self._bytes(item))
                 except Exception as e:  # a bad image is a per-sample skip, not a failed analysis
-                    skipped[i] = f"{type(e).__name__}: {e}"
+                    skipped[i] = decode_failure(e)
                     advance(1)
                     continue
                 batch.append(image)

@@ -63,7 +63,6 @@ import json
 import logging
 import math
 import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -352,10 +351,14 @@ def _read_item(item: Any, base_dir: Path | None) -> tuple[bytes | None, str | No
         p = Path(text).expanduser()
         if not p.is_absolute() and base_dir is not None:
             p = base_dir / p
-        try:
-            data = p.read_bytes()
+        from ..fetch.localfile import LocalFileRefused, read_local_file
+
+        try:  # regular files only, bounded: a FIFO or /dev/zero in a table must not hang the run
+            data = read_local_file(p)
         except FileNotFoundError:
             return None, f"image not found: {p}"
+        except LocalFileRefused as e:
+            return None, f"cannot read {p}: {e}"
         except OSError as e:
             return None, f"cannot read {p}: {e.strerror or e}"
         return (data, None) if data else (None, f"empty image file: {p}")
@@ -366,9 +369,11 @@ def _decode_error(e: Exception) -> str:
     """Why an image does not decode, without PIL's object addresses (reports stay reproducible)."""
     from PIL import UnidentifiedImageError
 
-    if isinstance(e, UnidentifiedImageError):
+    from ..vision.imageformat import ImageDecodeError, decode_failure
+
+    if isinstance(e, UnidentifiedImageError) or (isinstance(e, ImageDecodeError) and e.kind == "not_image"):
         return "image does not decode: not a recognised image format"
-    return "image does not decode: " + re.sub(r" at 0x[0-9a-fA-F]+", "", f"{type(e).__name__}: {e}")
+    return "image does not decode: " + decode_failure(e)
 
 
 class _Embedder:

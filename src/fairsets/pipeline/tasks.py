@@ -100,7 +100,14 @@ def _source(spec: dict[str, Any]) -> Any:
         _SOURCE_CACHE[key] = build_source(
             src["type"], src["params"], Path(src["base_dir"]), src["groups"], workdir=workdir
         )
-    return _SOURCE_CACHE[key]
+    source = _SOURCE_CACHE[key]
+    source.max_bytes = _max_bytes(spec)
+    return source
+
+
+def _max_bytes(spec: dict[str, Any]) -> int | None:
+    """The ``decode`` step's byte cap: a source reads no file larger (None: no decode step)."""
+    return next((int(st.params.max_bytes) for st in _steps(spec) if st.name == "decode"), None)
 
 
 def _samples(rows: list[dict[str, Any]]) -> Iterator[Sample]:

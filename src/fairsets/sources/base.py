@@ -156,6 +156,9 @@ class Source:
     registered_name: ClassVar[str] = ""
     downloads: ClassVar[bool] = False
     workdir: Path | None = None
+    max_bytes: int | None = None
+    """The byte cap of one candidate's encoded image (the ``decode`` step's ``max_bytes``), set by
+    the build's tasks; sources that read files refuse larger ones without reading them."""
 
     def __init__(self, params: dict[str, Any], base_dir: Path, groups: list[str]) -> None:
         try:

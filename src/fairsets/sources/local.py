@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import Field
 
 from ..data import make_key
+from ..fetch.localfile import DEFAULT_MAX_BYTES, LocalFileRefused, read_local_file
 from ..registry import SOURCES
 from ..textfile import TextFileError, read_text
 from .base import (
@@ -263,7 +264,9 @@ class LocalSource(Source):
     def _scan_folder(self, root: Path) -> list[dict[str, Any]]:
         exts = {e.lower() for e in self.params.extensions}
         try:
-            files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in exts)
+            # Not only regular files: a FIFO or device named like an image becomes a candidate
+            # that read() rejects with its reason (never read, never silently dropped).
+            files = sorted(p for p in root.rglob("*") if p.suffix.lower() in exts and not p.is_dir())
         except OSError as exc:
             raise SourceError(f"source.path: cannot read folder {root}: {exc}") from None
         if not files:
@@ -328,9 +331,16 @@ class LocalSource(Source):
         return out
 
     def read(self, row: dict[str, Any]) -> bytes:
+        """The candidate's bytes: a regular file of at most ``max_bytes``, read without hanging.
+
+        A FIFO, device, socket or directory, or a file larger than the cap, is rejected (final)
+        without reading it; a missing or unreadable file is a failure (retried with
+        ``--retry-failed``). See :func:`fairsets.fetch.localfile.read_local_file`.
+        """
+        name = row.get("source_path", row["path"])
         try:
-            return Path(row["path"]).read_bytes()
+            return read_local_file(row["path"], self.max_bytes or DEFAULT_MAX_BYTES)
+        except LocalFileRefused as exc:
+            raise SourceRejected(f"cannot read {name}: {exc}") from exc
         except OSError as exc:
-            raise SourceReadError(
-                f"cannot read {row.get('source_path', row['path'])}: {exc.strerror or exc}"
-            ) from exc
+            raise SourceReadError(f"cannot read {name}: {exc.strerror or exc}") from exc

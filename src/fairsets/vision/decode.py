@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import io
+import contextlib
 import re
-import warnings
 from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field
 
 from ..data import Sample
+from ..fetch.localfile import DEFAULT_MAX_BYTES
 from ..pipeline.step import Step, StepContext, StepParams
 from ..registry import STEPS
 from .hashing import phash, pixel_sha256
+from .imageformat import ImageDecodeError, image_errors, open_image
 
 __all__ = ["Decode", "to_rgb"]
 
@@ -73,7 +74,7 @@ def to_rgb(im: Any) -> np.ndarray:
 class DecodeParams(StepParams):
     """Parameters of :class:`Decode`."""
 
-    max_bytes: int = Field(20_000_000, gt=0, description="reject encoded files larger than this")
+    max_bytes: int = Field(DEFAULT_MAX_BYTES, gt=0, description="reject encoded files larger than this")
     max_pixels: int = Field(40_000_000, gt=0, description="reject images with more pixels (header check)")
     min_side: int = Field(64, ge=1, description="reject images whose shorter side is smaller")
     hashes: bool = Field(True, description="compute pixel_sha256 and phash annotations")
@@ -84,10 +85,15 @@ class DecodeParams(StepParams):
 class Decode(Step):
     """Decode ``sample.data`` into ``sample.image`` (uint8 RGB, EXIF orientation applied).
 
-    The byte cap is checked first, then the header is read lazily and ``width × height`` is
-    checked against ``max_pixels`` *before* any pixel is decoded, so decompression bombs are
-    rejected without allocating them. PIL's own bomb guard is turned into a rejection too
-    (its warning is raised as an error here).
+    The byte cap is checked first, then the format is sniffed from the magic bytes: only JPEG,
+    PNG, WebP, GIF, BMP, TIFF (and AVIF/HEIF where a plugin is installed) reach Pillow, each
+    with only its own plugin (:mod:`fairsets.vision.imageformat`); anything else is rejected
+    ("unsupported format EPS", "not an image"). The header is read lazily and ``width ×
+    height`` is checked against ``max_pixels`` *before* any pixel is decoded, so decompression
+    bombs are rejected without allocating them. PIL's own bomb guard is turned into a rejection
+    too (its warning is raised as an error here). Any exception the image library raises on
+    the bytes is a rejection naming the exception ("truncated or corrupt image: RuntimeError:
+    ...").
 
     Annotations: ``width``, ``height`` (after orientation), ``format``, ``mode`` (the file's
     original mode) and, with ``hashes``, ``pixel_sha256`` and ``phash``.
@@ -106,14 +112,17 @@ class Decode(Step):
         if Image.MAX_IMAGE_PIXELS is not None and self.params.max_pixels > Image.MAX_IMAGE_PIXELS:
             Image.MAX_IMAGE_PIXELS = self.params.max_pixels
 
-    def _bomb_reason(self, exc: Exception) -> str:
-        """Reason for a header PIL's own guard refused (PIL checks the size inside ``Image.open``)."""
+    def _reason(self, exc: ImageDecodeError) -> str:
+        """The rejection reason for bytes the image library refused or could not decode."""
+        if exc.kind != "too_large":
+            return str(exc)
+        # PIL's own bomb guard (it checks the size inside ``Image.open``).
         m = _BOMB_PIXELS.search(str(exc))
         found = f"{m.group(1)} px" if m else "PIL decompression bomb guard"
         return f"image too large: {found} > {self.params.max_pixels}"
 
     def process(self, sample: Sample, ctx: StepContext) -> Sample:
-        from PIL import Image, ImageOps, UnidentifiedImageError
+        from PIL import ImageOps
 
         p = self.params
         data = sample.data
@@ -121,31 +130,28 @@ class Decode(Step):
             return sample.reject(self.name, "no image bytes")
         if len(data) > p.max_bytes:
             return sample.reject(self.name, f"too many bytes: {len(data)} > {p.max_bytes}")
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            try:
-                im = Image.open(io.BytesIO(data))
-            except UnidentifiedImageError:
-                return sample.reject(self.name, "not an image")
-            except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-                return sample.reject(self.name, self._bomb_reason(exc))
-            except (OSError, SyntaxError, ValueError, EOFError) as exc:
-                return sample.reject(self.name, f"truncated or corrupt image: {exc}")
-            fmt, mode = im.format or "", im.mode
-            w, h = im.size
+        # Every call into the image library is wrapped: whatever it raises on these bytes
+        # (RuntimeError, MemoryError, struct.error, ...) is this sample's rejection.
+        try:
+            im = open_image(data)
+        except ImageDecodeError as exc:
+            return sample.reject(self.name, self._reason(exc))
+        try:
+            with image_errors():
+                fmt, mode = im.format or "", im.mode
+                w, h = im.size
             if w * h > p.max_pixels:
                 return sample.reject(self.name, f"image too large: {w}x{h} px > {p.max_pixels}")
             if min(w, h) < p.min_side:
                 return sample.reject(self.name, f"image too small: {w}x{h} px, side < {p.min_side}")
-            try:
+            with image_errors():
                 im.load()
                 ImageOps.exif_transpose(im, in_place=True)
                 rgb = to_rgb(im)
-            except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-                return sample.reject(self.name, self._bomb_reason(exc))
-            except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError) as exc:
-                return sample.reject(self.name, f"truncated or corrupt image: {exc}")
-            finally:
+        except ImageDecodeError as exc:
+            return sample.reject(self.name, self._reason(exc))
+        finally:
+            with contextlib.suppress(Exception):
                 im.close()
         ann = sample.annotations
         ann.update(width=int(rgb.shape[1]), height=int(rgb.shape[0]), format=fmt, mode=mode)

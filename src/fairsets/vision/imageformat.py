@@ -1,0 +1,232 @@
+"""One safe way to open image bytes that came from data: an allow-list of formats, sniffed first.
+
+Image bytes from listings, downloads, published shards or user folders are untrusted. Pillow
+knows ~40 formats, some of which hand the file to external programs (EPS/PS → Ghostscript) or
+are rarely exercised parsers (DDS, ICNS, PSD, FITS, ...). A face dataset needs only JPEG, PNG,
+WebP, GIF, BMP and TIFF, plus AVIF/HEIF where a plugin for them is installed. So:
+
+* :func:`sniff_format` reads the magic bytes and names the format *before* Pillow sees the data;
+* :func:`open_image` refuses anything outside :func:`allowed_formats` ("unsupported format EPS",
+  "not an image") and opens the rest with ``Image.open(fp, formats=[that one])``, so no other
+  plugin is ever tried;
+* :func:`image_errors` turns *any* exception raised by the image library while it identifies,
+  opens, loads, transposes or converts the image (``RuntimeError`` from a corrupt AVIF,
+  ``MemoryError``, ``struct.error``, ``ZeroDivisionError``, ...) into :class:`ImageDecodeError`,
+  whose message names the exception type: undecodable bytes are per-sample data, not a crash.
+
+Pillow is imported lazily.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = [
+    "ImageDecodeError",
+    "allowed_formats",
+    "decode_failure",
+    "decode_rgb_image",
+    "image_errors",
+    "open_image",
+    "sniff_format",
+]
+
+# Formats a face dataset needs, always allowed (Pillow names).
+_CORE = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
+# Allowed only where Pillow (or a plugin such as pillow-heif) has registered an opener for them.
+_OPTIONAL = ("AVIF", "HEIF")
+
+_TIFF_PREFIXES = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
+_AVIF_BRANDS = {b"avif", b"avis"}
+_HEIF_BRANDS = {b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis"}
+_MIAF_BRANDS = {b"mif1", b"msf1"}  # generic HEIF container: AVIF or HEIC inside
+
+# Formats that are recognised only to be refused by name (the first match wins).
+_REFUSED: tuple[tuple[str, tuple[bytes, ...]], ...] = (
+    ("EPS", (b"%!PS", b"\xc5\xd0\xd3\xc6")),
+    ("PDF", (b"%PDF",)),
+    ("PSD", (b"8BPS",)),
+    ("DDS", (b"DDS ",)),
+    ("ICNS", (b"icns",)),
+    ("ICO", (b"\x00\x00\x01\x00",)),
+    ("CUR", (b"\x00\x00\x02\x00",)),
+    ("JPEG2000", (b"\x00\x00\x00\x0cjP  \r\n\x87\n", b"\xff\x4f\xff\x51")),
+    ("QOI", (b"qoif",)),
+    ("FITS", (b"SIMPLE  =",)),
+    ("XPM", (b"/* XPM */",)),
+    ("SGI", (b"\x01\xda",)),
+    ("BLP", (b"BLP1", b"BLP2")),
+    ("FLI", (b"\x11\xaf", b"\x12\xaf")),
+    ("GBR", (b"GIMP",)),
+    ("WMF", (b"\xd7\xcd\xc6\x9a", b"\x01\x00\x00\x00")),
+    ("HDF5", (b"\x89HDF\r\n\x1a\n",)),
+    ("MPEG", (b"\x00\x00\x01\xb3",)),
+    ("SUN", (b"\x59\xa6\x6a\x95",)),
+    ("GRIB", (b"GRIB",)),
+    ("BUFR", (b"BUFR",)),
+    ("DCX", (b"\xb1\x68\xde\x3a",)),
+)
+_SVG = re.compile(rb"^\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*)*(<!DOCTYPE\s+svg|<svg)", re.I | re.S)
+_XBM = re.compile(rb"^\s*#define[ \t]+\S*_width")
+_PPM = re.compile(rb"^P[1-7fF]\s")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+class ImageDecodeError(ValueError):
+    """Image bytes that cannot (or may not) be decoded; ``str()`` is the per-sample reason.
+
+    ``kind`` is ``"not_image"`` (unrecognised bytes), ``"unsupported"`` (a known format outside
+    the allow-list), ``"too_large"`` (Pillow's decompression-bomb guard) or ``"corrupt"`` (the
+    image library raised while decoding).
+    """
+
+    def __init__(self, reason: str, kind: str = "corrupt") -> None:
+        super().__init__(reason)
+        self.kind = kind
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def allowed_formats() -> tuple[str, ...]:
+    """The Pillow formats :func:`open_image` opens: the core ones plus AVIF/HEIF if registered."""
+    from PIL import Image
+
+    Image.init()
+    return _CORE + tuple(f for f in _OPTIONAL if f in Image.OPEN)
+
+
+def _ftyp_brands(data: bytes) -> set[bytes]:
+    """Major and compatible brands of an ISO-BMFF ``ftyp`` box at the start of ``data``."""
+    size = int.from_bytes(data[:4], "big")
+    end = min(max(size, 16), len(data), 4096)
+    brands = {data[8:12]}
+    brands.update(data[i : i + 4] for i in range(16, end - 3, 4))
+    return brands
+
+
+def sniff_format(data: bytes) -> str | None:
+    """The format ``data`` is in, by its magic bytes (Pillow's name), or None if unrecognised.
+
+    Recognises the allowed formats and, to name them in refusals, common other ones (EPS, PDF,
+    PSD, DDS, ICNS, ICO, SVG, XBM, JPEG2000, ...).
+    """
+    head = bytes(data[:64])
+    if head.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "PNG"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "GIF"
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "WEBP"
+    if head.startswith(b"BM"):
+        return "BMP"
+    if head.startswith(_TIFF_PREFIXES):
+        return "TIFF"
+    if head[4:8] == b"ftyp":
+        brands = _ftyp_brands(bytes(data[:4096]))
+        if brands & _AVIF_BRANDS:
+            return "AVIF"
+        if brands & _HEIF_BRANDS:
+            return "HEIF"
+        if brands & _MIAF_BRANDS:
+            return "HEIF"
+        return None
+    for name, prefixes in _REFUSED:
+        if head.startswith(prefixes):
+            return name
+    if _SVG.match(bytes(data[:4096])):
+        return "SVG"
+    if _XBM.match(head):
+        return "XBM"
+    if _PPM.match(head):
+        return "PPM"
+    return None
+
+
+def _library_reason(exc: BaseException) -> str:
+    """``Type: message`` of an image-library exception, without object addresses."""
+    msg = _ADDRESS.sub("", str(exc)).strip()
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def decode_failure(exc: BaseException) -> str:
+    """Why image bytes did not decode: the reason of an :class:`ImageDecodeError`, else
+    ``Type: message`` (without object addresses, so reports stay reproducible)."""
+    return str(exc) if isinstance(exc, ImageDecodeError) else _library_reason(exc)
+
+
+@contextmanager
+def image_errors() -> Iterator[None]:
+    """Turn any exception of the image library inside the block into :class:`ImageDecodeError`.
+
+    Pillow's decompression-bomb warning is raised as an error inside the block and reported as
+    ``kind="too_large"``. Wrap only calls into the image library: a bug in fairsets' own code
+    must still fail loudly.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    with warnings.catch_warnings():
+        # Warnings about the bytes (corrupt EXIF, odd TIFF tags) are not ours to print per sample.
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            yield
+        except ImageDecodeError:
+            raise
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            raise ImageDecodeError(str(exc), kind="too_large") from exc
+        except UnidentifiedImageError as exc:
+            raise ImageDecodeError("not an image", kind="not_image") from exc
+        except Exception as exc:  # any library failure on hostile bytes is data
+            raise ImageDecodeError(f"truncated or corrupt image: {_library_reason(exc)}") from exc
+
+
+def open_image(data: bytes) -> Any:
+    """Open ``data`` lazily (header only) as a PIL image, if its format is allowed.
+
+    Raises:
+        ImageDecodeError: ``"not an image"`` (unrecognised or empty bytes), ``"unsupported
+            format NAME"`` (a format outside :func:`allowed_formats`), or the library's failure
+            to read the header.
+    """
+    from PIL import Image
+
+    if not data:
+        raise ImageDecodeError("not an image: no bytes", kind="not_image")
+    fmt = sniff_format(data)
+    if fmt is None:
+        raise ImageDecodeError("not an image", kind="not_image")
+    allowed = allowed_formats()
+    if fmt not in allowed:
+        why = f" (no {fmt} plugin installed)" if fmt in _OPTIONAL else ""
+        raise ImageDecodeError(f"unsupported format {fmt}{why}", kind="unsupported")
+    try:
+        with image_errors():
+            return Image.open(io.BytesIO(data), formats=[fmt])
+    except ImageDecodeError as exc:
+        if exc.kind != "not_image":
+            raise
+        # The magic bytes say ``fmt`` but its plugin could not parse the header (Pillow hides why).
+        raise ImageDecodeError(f"truncated or corrupt image: {fmt} header does not parse") from exc
+
+
+def decode_rgb_image(data: bytes) -> Any:
+    """Decode ``data`` fully into an RGB PIL image (first frame; EXIF orientation not applied).
+
+    Raises:
+        ImageDecodeError: the bytes are refused or do not decode (see :func:`open_image`).
+    """
+    im = open_image(data)
+    with image_errors():
+        try:
+            im.load()
+            return im.convert("RGB")
+        finally:
+            im.close()
