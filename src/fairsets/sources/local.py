@@ -288,6 +288,15 @@ class LocalSource(Source):
         if not self.params.layout:
             return None
         parts = re.split(r"(\{[A-Za-z_][A-Za-z0-9_]*\})", self.params.layout.strip("/"))
+        names = [p[1:-1] for p in parts if p.startswith("{")]
+        for name in names:
+            if names.count(name) > 1:
+                raise SourceError(f"source.layout {self.params.layout!r} names {{{name}}} twice; use it once")
+            if is_reserved_column(name) or name == self.params.image_column:
+                raise SourceError(
+                    f"source.layout {self.params.layout!r}: {{{name}}} is a name fairsets uses itself; "
+                    "name the folder level after a group attribute"
+                )
         rx = "".join(f"(?P<{p[1:-1]}>[^/]+)" if p.startswith("{") else re.escape(p) for p in parts)
         return re.compile(f"^{rx}$")
 
