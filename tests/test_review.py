@@ -326,3 +326,24 @@ def test_decisions_round_trip_and_merge(tmp_path: Path) -> None:
     empty = tmp_path / "empty.parquet"
     write_decisions(empty, [])
     assert load_decisions(empty) == {} and pq.read_table(empty).column_names == list(DECISION_COLUMNS)
+
+
+@pytest.mark.parametrize(
+    ("url", "linked"),
+    [
+        ("https://page.example.org/a_(1)", True),
+        ("javascript:alert(1)", False),
+        ("JAVASCRIPT:alert(1)", False),
+        ("data:text/html,<b>x</b>", False),
+        ("https://user:pass@evil.example/", False),
+        ("https://page.example.org/a b", False),
+        ("https://page.example.org/\u202egpj.exe", False),
+    ],
+)
+def test_contact_sheet_links_only_safe_urls(url: str, linked: bool) -> None:
+    from fairsets.review import _link
+
+    out = _link(url)
+    assert out.startswith("<a ") is linked
+    if not linked:
+        assert "href" not in out

@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 
 from .publish.atomic import atomic_write_text
-from .publish.attribution import license_decision, load_policy, requires_attribution
+from .publish.attribution import license_decision, load_policy, requires_attribution, safe_link_url
 from .publish.metadata import write_table
 
 __all__ = [
@@ -107,10 +107,12 @@ def _prefill_license(row: Mapping[str, Any], policy: Mapping[str, Any]) -> str:
 def _link(url: str) -> str:
     if not url:
         return "—"
-    safe = html.escape(url, quote=True)
-    if not url.lower().startswith(("http://", "https://")):
-        return safe  # never turn javascript: or data: URLs into links
-    return f'<a href="{safe}" rel="noopener noreferrer nofollow" target="_blank">{safe}</a>'
+    shown = html.escape(url, quote=True)
+    target = safe_link_url(url)  # http(s) only, no credentials or whitespace: never javascript:/data:
+    if target is None:
+        return shown
+    href = html.escape(target, quote=True)
+    return f'<a href="{href}" rel="noopener noreferrer nofollow" target="_blank">{shown}</a>'
 
 
 _CSS = """
