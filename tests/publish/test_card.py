@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +128,71 @@ def test_custom_template(layout: tuple[Path, dict[str, Any]], tmp_path: Path) ->
     tpl.write_text("---\n{{ header }}\n---\n\n# {{ pretty_name }}\n")
     text = render_card(info["summary"], tpl)
     assert text.endswith("# Tiny Faces\n") and DatasetCard(text).data.pretty_name == "Tiny Faces"
+
+
+HOSTILE = "<script>alert(1)</script> | a`b` *c* [x](javascript:alert(1)) <img src=x onerror=alert(1)> & $y$"
+
+
+def _tables(text: str) -> list[list[str]]:
+    """The Markdown tables of ``text``: lists of consecutive lines that start with ``|``."""
+    tables: list[list[str]] = []
+    block: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            block.append(line)
+        elif block:
+            tables.append(block)
+            block = []
+    return tables
+
+
+def test_data_in_the_card_is_escaped(layout: tuple[Path, dict[str, Any]]) -> None:
+    import re
+
+    import yaml
+
+    _, info = layout
+    summary = copy.deepcopy(info["summary"])
+    groups = list(summary["groups"])
+    for cell in summary["cells"]:  # hostile group values, with newlines and pipes
+        cell["cell"] = {g: f"{v}\n# heading {HOSTILE}\n| x | y |" for g, v in cell["cell"].items()}
+        cell["notes"] = [*cell.get("notes", []), f"note {HOSTILE}\n- item"]
+    title = f'Tiny: "Faces" #1 {HOSTILE}\n---\nlicense: mit'
+    summary.update(
+        pretty_name=title,
+        description=f"{HOSTILE}\n\n# Not a heading\n```\nfence\n- not a list",
+        notes=[f"> {HOSTILE}"],
+        warnings=[f"warning {HOSTILE}"],
+        sources={f"src {HOSTILE}": 3},
+        contact=f"<script>x</script>@example.org {HOSTILE}",
+        biases=[f"bias {HOSTILE}"],
+        limitations=[f"1. limitation {HOSTILE}"],
+        tags=["<script>", "a: b", "- c", "#d"],
+        citation="@misc{x,\n  title = {```}\n}",
+    )
+    summary["recipe"] = {"publish": {"description": HOSTILE + "\n```"}, "groups": groups}
+    summary["steps"] = [{"name": "select", "params": {"cells": {"state": [HOSTILE]}}, "rejected": 1}]
+    text = render_card(summary)
+
+    assert "<script" not in text and "<img" not in text and "<x" not in text.lower()
+    body = text.split("---\n", 2)[2]
+    prose = re.sub(r"(?<!\\)`[^`]*`", "", body.split("## Licences")[0])  # code spans are literal
+    assert not re.search(r"(?<!\\)\]\(", prose)  # no link made from data
+    # the YAML header parses (with PyYAML and huggingface_hub) and keeps the values, on one line
+    header = yaml.safe_load(text.split("---\n", 2)[1])
+    assert header["pretty_name"] == " ".join(title.split())
+    assert header["tags"][-4:] == ["<script>", "a: b", "- c", "#d"]
+    assert DatasetCard(text).data.pretty_name == " ".join(title.split())
+    # nothing from data became a heading: the headings are the template's
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert headings[0].startswith("# Tiny") and "\\#1" in headings[0]
+    assert not [h for h in headings[1:] if "heading" in h.lower() or "Not a" in h]
+    # tables keep their column counts: no pipe or newline from data splits a cell
+    for table in _tables(text):
+        widths = {len(re.split(r"(?<!\\)\|", row)) for row in table}
+        assert len(widths) == 1, table
+    # the citation cannot close its fence: the fence is longer than any backtick run inside
+    assert "````bibtex\n@misc{x,\n  title = {```}\n}\n````" in text
+    # the recipe block's JSON still parses to the same values (<, >, & and ` as \\u escapes)
+    block = text.split("```json\n", 1)[1].split("\n```", 1)[0]
+    assert json.loads(block)["publish"]["description"] == HOSTILE + "\n```"

@@ -284,6 +284,36 @@ def card_header(summary: Mapping[str, Any]) -> dict[str, Any]:
     return header
 
 
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")  # where an HTML tag, comment or declaration could start
+
+
+class _HeaderDumper(yaml.SafeDumper):
+    """Writes a string that could hold an HTML tag double-quoted (see :func:`dump_header`)."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = '"' if _TAG_OPEN.search(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_HeaderDumper.add_representer(str, _represent_str)
+
+
+def dump_header(header: Mapping[str, Any]) -> str:
+    """The card's YAML header text: PyYAML quotes whatever needs it, and a ``<`` that could open an
+    HTML tag (only ever inside a double-quoted string) is written ``\\u003c``, so the values
+    round-trip exactly while the card's text holds no tag (``n<1K`` stays as it is)."""
+    text = yaml.dump(
+        dict(header),
+        Dumper=_HeaderDumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=1000,
+    )
+    return _TAG_OPEN.sub(r"\\u003c", text)
+
+
 def _split_order(splits: Mapping[str, Any]) -> list[str]:
     known = ["train", "validation", "test"]
     return [s for s in known if s in splits] + sorted(set(splits) - set(known))
@@ -707,9 +737,7 @@ def render_card(
         autoescape=False,
         finalize=_finalize,
     )
-    header = yaml.safe_dump(
-        card_header(summary), sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
-    )
+    header = dump_header(card_header(summary))
     body = env.get_template(path.name).render(header=Md(header.rstrip("\n")), **_context(summary))
     text = body.rstrip("\n") + "\n"
     problems = check_card(text, out_dir)
@@ -740,7 +768,7 @@ def render_empty_card(summary: Mapping[str, Any]) -> str:
     )
     title, description = header["pretty_name"], summary.get("description") or ""
     dups = summary.get("duplicates") or {}
-    head = yaml.safe_dump(header, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
+    head = dump_header(header)
     lines = [
         "---",
         head.rstrip(),
