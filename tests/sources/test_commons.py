@@ -19,6 +19,7 @@ from fairsets.publish.attribution import license_decision
 from fairsets.sources.commons import (
     COMMONS_API,
     CommonsError,
+    _parse_page,
     commons_image_url,
     file_info,
     file_title,
@@ -466,3 +467,38 @@ def test_cache_reuse(commons: tuple[LoopbackServer, FakeCommons], tmp_path: Path
     assert len(files) == 1 and json.loads(files[0].read_bytes())[0]["query"]["pages"]
     _info(srv, titles, cache_dir=tmp_path, width=640)  # another width is another key
     assert srv.hits("/w/api.php") == 2
+
+
+CC = "https://creativecommons.org"
+
+
+@pytest.mark.parametrize(
+    ("fields", "spdx"),
+    [
+        ({"LicenseShortName": "CC BY-SA 3.0", "License": "cc-by-sa-3.0-migrated"}, "CC-BY-SA-3.0"),
+        (
+            {"LicenseShortName": "CC0", "LicenseUrl": "http://creativecommons.org/publicdomain/zero/1.0/"},
+            "CC0-1.0",
+        ),
+        ({"LicenseShortName": "CC BY 4.0", "License": "cc-by-nc-4.0"}, None),  # the fields disagree
+        (
+            {
+                "LicenseShortName": "CC BY 4.0",
+                "LicenseUrl": "https://creativecommons.org/licenses/by-nd/4.0/",
+            },
+            None,
+        ),
+        ({"LicenseShortName": "Non-commercial use only", "License": "cc-by-4.0"}, None),  # a restriction
+        ({"LicenseShortName": "CC BY 4.0 NonCommercial", "License": "cc-by-4.0"}, None),
+    ],
+)
+def test_licence_fields_must_agree(fields: dict[str, str], spdx: str | None) -> None:
+    """The first field that parses is not enough: the fields agree, and none names a restriction."""
+    page = {
+        "title": "File:A.jpg",
+        "imageinfo": [{"url": "https://x.example/a.jpg", "extmetadata": _ext(**fields)}],
+    }
+    info = _parse_page(page, None)
+    assert info["license"] == spdx
+    allowed = license_decision(license_row_fields(info)["license"])[1]
+    assert allowed is (spdx is not None)

@@ -12,7 +12,8 @@ to the caller's titles, reports ``missing``/``invalid`` files as per-file errors
 answers and ``maxlag``/``ratelimited`` API errors (honouring ``Retry-After``) and caches the raw
 answers on disk. Every request carries the project User-Agent (Wikimedia's User-Agent policy).
 
-Licences are normalised to SPDX ids with :func:`fairsets.publish.attribution.normalise_license`;
+Licences are normalised to SPDX ids with :func:`fairsets.publish.attribution.normalise_license`
+(each licence field recognised whole; the fields must agree and none may name a restriction);
 the ``license`` step then applies ``licenses/policy.toml`` (CC0, public domain, CC BY, CC BY-SA
 allowed; NC, ND and unknown rejected with a reason). :func:`license_row_fields` turns one
 answer into the metadata fields a candidate row needs (``license``, ``author``, ``source_url``,
@@ -43,7 +44,7 @@ from typing import Any
 
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_retry, user_agent
-from ..publish.attribution import normalise_license, strip_html
+from ..publish.attribution import RESTRICTING_PREFIX, normalise_license, parse_license, strip_html
 
 __all__ = [
     "COMMONS_API",
@@ -219,6 +220,25 @@ def _empty(title: str, error: str) -> dict[str, Any]:
     }
 
 
+def _agreed_license(*texts: str) -> str | None:
+    """The SPDX id the licence fields agree on (``LicenseShortName``, ``License``, ``LicenseUrl``).
+
+    Each field is recognised whole; empty and unrecognised fields are skipped (Commons' ``License``
+    holds template names such as ``cc-by-sa-3.0-migrated``), but a field that names a restriction,
+    or two fields naming different licences, give ``None``: never the first field that parses.
+    """
+    ids: set[str] = set()
+    for text in texts:
+        if not text:
+            continue
+        spdx, why = parse_license(text)
+        if spdx is None and why.startswith(RESTRICTING_PREFIX):
+            return None
+        if spdx is not None:
+            ids.add(spdx)
+    return ids.pop() if len(ids) == 1 else None
+
+
 def _parse_page(page: dict[str, Any], width: int | None) -> dict[str, Any]:
     title = str(page.get("title", ""))
     if page.get("invalid"):
@@ -234,11 +254,7 @@ def _parse_page(page: dict[str, Any], width: int | None) -> dict[str, Any]:
     ext = ii.get("extmetadata") or {}
     short = strip_html(_ext_value(ext, "LicenseShortName"))
     license_url = _abs_url(strip_html(_ext_value(ext, "LicenseUrl")))
-    spdx = (
-        normalise_license(short)
-        or normalise_license(_ext_value(ext, "License"))
-        or normalise_license(license_url)
-    )
+    spdx = _agreed_license(short, _ext_value(ext, "License"), license_url)
     credit = strip_html(_ext_value(ext, "Credit"))
     author = strip_html(_ext_value(ext, "Artist")) or credit
     return {
@@ -486,7 +502,9 @@ def license_row_fields(info: dict[str, Any]) -> dict[str, Any]:
     """The candidate-row fields of one :func:`file_info` answer.
 
     ``license`` is the SPDX id when known, else the raw ``LicenseShortName`` (or ``""``), so
-    the ``license`` step rejects unknown licences with a reason naming them; ``author`` is plain
+    the ``license`` step rejects unknown licences with a reason naming them (a short name that
+    would pass on its own, while the other licence fields disagree, is marked so that it does
+    not); ``author`` is plain
     text; ``source_url`` is the file page (credited in ``ATTRIBUTION.md``); ``url`` is the
     thumbnail URL when there is one, else the original; ``title`` is the file name without the
     ``File:`` namespace; ``attribution_required`` is the flag Commons states (bool or ``None``).
@@ -494,8 +512,11 @@ def license_row_fields(info: dict[str, Any]) -> dict[str, Any]:
     title = str(info.get("title") or "")
     if title.startswith("File:"):
         title = title[len("File:") :]
+    text = info.get("license") or info.get("license_short") or ""
+    if not info.get("license") and normalise_license(text):  # the short name alone would pass
+        text = f"{text} (the file's licence fields disagree or restrict it)"
     return {
-        "license": info.get("license") or info.get("license_short") or "",
+        "license": text,
         "author": info.get("author") or "",
         "source_url": info.get("source_url") or "",
         "url": info.get("thumb_url") or info.get("url") or "",
