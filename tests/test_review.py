@@ -238,7 +238,7 @@ def test_import_reports_every_error(tmp_path: Path) -> None:
         "line 3 (serpapi_zz): unknown key 'serpapi_zz' (not a pending candidate)",
         "line 4 (serpapi_b): decision must be accept, reject or blank, not 'maybe'",
         "line 5 (serpapi_c): licence 'CC BY-NC 2.0' cannot be accepted: "
-        "non-commercial licence (NC) is not allowed (CC-BY-NC-2.0)",
+        "non-commercial licence (NC) is not allowed (CC-BY-NC-2.0): 'CC BY-NC 2.0'",
         "line 6 (serpapi_d): accept needs a licence (license column is empty)",
         "line 7 (serpapi_e): licence 'All rights reserved' cannot be accepted: "
         "unknown or unrecognised licence: 'All rights reserved' (restricting term 'all')",

@@ -261,7 +261,7 @@ def test_allowed(text: str, spdx: str) -> None:
 def test_identified_and_refused(text: str, spdx: str, why: str) -> None:
     got, allowed, reason = license_decision(text)
     assert (got, allowed) == (spdx, False)
-    assert why in reason and spdx in reason
+    assert why in reason and spdx in reason and repr(text) in reason  # the id and the original text
 
 
 @pytest.mark.parametrize("text", REFUSED)

@@ -515,12 +515,13 @@ def license_decision(
         unknown = reject.get("unknown_reason", "unknown licence")
         detail = "" if why in _NOTHING_NAMED else f" ({why})"
         return None, False, f"{unknown}: {_quote_license(text)}{detail}"
+    given = "" if text == spdx else f": {_quote_license(text)}"  # the original text, when it differs
     for rule in reject.get("prefixes", []):
         if spdx.startswith(rule["prefix"]):
-            return spdx, False, f"{rule['reason']} ({spdx})"
+            return spdx, False, f"{rule['reason']} ({spdx}){given}"
     info = license_info(spdx, policy)
     if info is None or not info.get("allowed", False):
-        return spdx, False, f"licence {spdx} is not allowed by the policy"
+        return spdx, False, f"licence {spdx} is not allowed by the policy{given}"
     return spdx, True, ""
 
 
