@@ -7,6 +7,17 @@ image is its own identity), ``author``, ``source_url``, ``title``; any other col
 metadata. ``rename`` maps our column names to yours (``rename = {state = "region"}``) and
 ``defaults`` fills missing or empty values (``defaults = {license = "CC0-1.0"}``).
 
+A CSV listing is UTF-8 (a byte-order mark is fine) with one header line; every row has exactly
+the header's fields. Columns named like the fields fairsets sets itself (``key``, ``status``,
+``step``, ``reason``, ``split``, ``filename``, any ``_``-prefixed name...: see
+:data:`~fairsets.sources.base.RESERVED_COLUMNS`) are refused; keep one under another name with
+``rename = {listing_status = "status"}``.
+
+What is published about an image's location (``source_path``, and the sample key made from it)
+is its path relative to the listing's folder (the folder source's root), never an absolute path:
+an image outside that folder is published as ``external/<hash>/<file name>``
+(see :func:`~fairsets.sources.base.public_path`).
+
 Folder: every image file under it (recursively, sorted); group attributes come from the
 sub-folder names through ``layout`` (``layout = "{state}/{gender}"``) and the rest from
 ``defaults``.
