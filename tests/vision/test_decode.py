@@ -402,3 +402,16 @@ def test_one_safe_opener_for_every_image_reader(no_subprocess):
     with pytest.raises(ImageDecodeError, match="unsupported format EPS"):
         decode_image(_eps())
     assert _thumbnail_uri(_eps()) is None
+
+
+def test_heif_without_a_plugin_is_refused_by_name(ctx):
+    from fairsets.vision.imageformat import allowed_formats, sniff_format
+
+    heic = b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + b"\x00" * 256
+    assert sniff_format(heic) == "HEIF"
+    s = _decode(heic, ctx)
+    assert s.status is Status.REJECTED
+    if "HEIF" in allowed_formats():  # pillow-heif installed: its own plugin reads (and refuses) it
+        assert s.reason.startswith("truncated or corrupt image: ")
+    else:
+        assert s.reason == "unsupported format HEIF (no HEIF plugin installed)"
