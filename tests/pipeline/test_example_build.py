@@ -125,3 +125,30 @@ def test_published_metadata_has_no_local_paths(example_out: Path) -> None:
             meta = json.loads(sample["json"])
             assert not {"path", "pool", "filename"} & set(meta)
             assert not any(isinstance(v, str) and v.startswith("/") for v in meta.values())
+
+
+def _licence_rows(markdown: str) -> dict[str, tuple[int, int]]:
+    """Licence table rows (name → source images, published files) of a card or ATTRIBUTION.md."""
+    rows = {}
+    for line in markdown.splitlines():
+        if line.startswith("| [") and "](" in line:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0]] = (int(cells[1]), int(cells[2]))
+    return rows
+
+
+def test_card_and_attribution_count_the_same_things(example_out: Path) -> None:
+    card = (example_out / "README.md").read_text(encoding="utf-8")
+    attribution = (example_out / "ATTRIBUTION.md").read_text(encoding="utf-8")
+    for text in (card, attribution):  # each count says what it counts
+        assert "| Source images | Published files (all configs, incl. augmented copies) |" in text
+    assert _licence_rows(card) == _licence_rows(attribution) != {}
+    keys = {
+        r["key"]: r
+        for t in (example_out / "metadata").rglob("*.parquet")
+        for r in pq.read_table(t).to_pylist()
+    }
+    real = [k for k, r in keys.items() if not r["augmented_from"]]
+    assert sum(s for s, _ in _licence_rows(card).values()) == len(real) == 2
+    assert sum(f for _, f in _licence_rows(card).values()) == len(keys)
+    assert "Published samples (incl. augmented copies)" in card
