@@ -27,6 +27,7 @@ from fairsets.fetch.guard import (
     TooSlow,
     fetch_url,
     guarded_opener,
+    metered_handlers,
     too_slow_reason,
     trusted_policy,
 )
@@ -300,3 +301,130 @@ def test_build_fails_a_dripping_url_and_retry_failed_publishes_it(tmp_path: Path
         for r in pq.read_table(f).to_pylist()
     ]
     assert sorted(r["url"].rsplit("/", 1)[-1] for r in published) == ["a.jpg", "drip.jpg"]
+
+
+# --- the other HTTP clients: none may hang on a server that drips or never answers ---
+
+
+def _drip_json(srv: LoopbackServer, path: str) -> None:
+    body = b'{"pad": "' + b"x" * 400 + b'"}'
+    srv.route(path, lambda req: Response(200, {"Content-Type": "application/json"}, body, drip=0.1))
+
+
+@pytest.mark.timeout(20)
+def test_call_with_deadline() -> None:
+    from fairsets.fetch.retry import call_with_deadline
+
+    assert call_with_deadline(lambda: 42, 1.0) == 42
+    with pytest.raises(KeyError, match="boom"):
+        call_with_deadline(lambda: {}["boom"], 1.0)
+    t0 = time.monotonic()
+    with pytest.raises(TooSlow, match=r"too slow \(deadline\): svc: no complete answer within 0.3 s"):
+        call_with_deadline(lambda: time.sleep(5), 0.3, what="svc")
+    assert time.monotonic() - t0 < 0.3 + MARGIN
+    with pytest.raises(ValueError, match="deadline must be > 0"):
+        call_with_deadline(lambda: 1, 0)
+
+
+@pytest.mark.timeout(20)
+def test_metered_handlers_bound_an_api_opener(images: Any, silent_server: str) -> None:
+    _drip_json(images.srv, "/api")
+    opener = urllib.request.build_opener(*metered_handlers(trusted_policy(timeout=5, deadline=1.0)))
+    for url in (images.url("/api"), silent_server):
+        t0 = time.monotonic()
+        with pytest.raises(TooSlow, match=r"too slow \(deadline\)"), opener.open(url, timeout=5) as r:
+            r.read()
+        assert time.monotonic() - t0 < 1.0 + MARGIN
+    images.srv.route("/fast", lambda req: Response(200, {"Content-Type": "application/json"}, b"{}"))
+    with opener.open(images.url("/fast"), timeout=5) as r:
+        assert r.read() == b"{}"
+
+
+@pytest.mark.timeout(30)
+def test_world_bank_fetch_ends_a_drip(tmp_path: Path) -> None:
+    from fairsets.geo.reference import WORLD_BANK_INDICATORS, fetch_worldbank
+
+    with LoopbackServer() as srv:
+        _drip_json(srv, f"/v2/country/all/indicator/{WORLD_BANK_INDICATORS[0]}")
+        t0 = time.monotonic()
+        with pytest.raises(TooSlow, match=r"too slow \(deadline\)"):  # deadline: 3 timeouts
+            fetch_worldbank(
+                2022, base_url=srv.url("/v2"), cache=False, timeout=0.4, policy=RetryPolicy(attempts=1)
+            )
+        assert time.monotonic() - t0 < 1.2 + MARGIN
+
+
+@pytest.mark.timeout(30)
+def test_llm_client_ends_a_drip() -> None:
+    from fairsets.geo.methods import get_method
+    from fairsets.geo.methods.llm import LLMServiceError
+
+    with LoopbackServer() as srv:
+        _drip_json(srv, "/v1/chat/completions")
+        method = get_method(
+            "llm", base_url=srv.url("/v1"), model="m", timeout=0.5, max_retries=0, cache_dir=None
+        )
+        t0 = time.monotonic()
+        with pytest.raises(LLMServiceError, match=r"too slow \(deadline\)"):  # deadline: 2 timeouts
+            method.predict(["a caption"])
+        assert time.monotonic() - t0 < 1.0 + MARGIN
+
+
+@pytest.mark.timeout(30)
+def test_commons_api_call_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fairsets.sources import commons
+
+    class StuckSession:
+        calls = 0
+
+        def post(self, *args: Any, **kwargs: Any) -> Any:
+            StuckSession.calls += 1
+            time.sleep(5)  # a drip: the client's per-read timeout never fires
+
+    monkeypatch.setattr(commons, "DEADLINE", 0.3)
+    t0 = time.monotonic()
+    with pytest.raises(TooSlow, match=r"MediaWiki API 127\.0\.0\.1:9: no complete answer within 0.3 s"):
+        commons._post(
+            StuckSession(),
+            "http://127.0.0.1:9/w/api.php",
+            {},
+            {},
+            RetryPolicy(attempts=2, backoff=0),
+            time.sleep,
+        )
+    assert StuckSession.calls == 2  # retried, a bounded number of times
+    assert time.monotonic() - t0 < 0.6 + MARGIN
+
+
+@pytest.mark.timeout(30)
+def test_serpapi_request_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("serpapi")
+    from fairsets.sources import serpapi
+
+    monkeypatch.setattr(serpapi, "DEADLINE", 0.5)
+    with LoopbackServer() as srv:
+        _drip_json(srv, "/search")
+        t0 = time.monotonic()
+        with pytest.raises(serpapi.SerpApiError, match=r"too slow \(deadline\)") as info:
+            serpapi.search_images(
+                "Goa man face",
+                api_key="k3y-s3cret",
+                backend=srv.url(""),
+                policy=RetryPolicy(attempts=2, backoff=0),
+            )
+        assert "k3y-s3cret" not in str(info.value)
+        assert srv.hits("/search") == 2 and time.monotonic() - t0 < 1.0 + MARGIN
+
+
+@pytest.mark.timeout(30)
+def test_wikidata_query_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("SPARQLWrapper")
+    from fairsets.sources import wikidata
+
+    monkeypatch.setattr(wikidata, "DEADLINE_MARGIN", 0.0)
+    with LoopbackServer() as srv:
+        _drip_json(srv, "/sparql")
+        t0 = time.monotonic()
+        with pytest.raises(TooSlow, match=r"query service 127\.0\.0\.1:\d+: no complete answer within 1 s"):
+            wikidata._request(srv.url("/sparql"), "SELECT * WHERE {}", "ua-test", timeout=0.5)
+        assert time.monotonic() - t0 < 1.0 + MARGIN

@@ -40,6 +40,7 @@ API:
     * ``TooSlow`` (deadline or minimum rate passed; transient); ``too_slow_reason(text)`` parses
       ``(reason, detail)`` back from a (possibly wrapped) message
     * ``trusted_policy(**overrides) -> FetchPolicy`` for API endpoints the curator configures
+    * ``metered_handlers(policy)`` — urllib handlers with the deadline and rate only (API clients)
     * ``check_ip(ip, policy)``, ``resolve_and_check(host, port, policy)``
     * ``is_disallowed(headers, policy) -> str | None`` (the X-Robots-Tag decision)
     * ``guarded_opener(policy, user_agent=None) -> urllib.request.OpenerDirector``
@@ -82,6 +83,7 @@ __all__ = [
     "fetch_url",
     "guarded_opener",
     "is_disallowed",
+    "metered_handlers",
     "refusal_reason",
     "resolve_and_check",
     "too_slow_reason",
@@ -376,7 +378,8 @@ def trusted_policy(**overrides: Any) -> FetchPolicy:
     """A policy for API endpoints the curator configures (a query service, a mirror, a local server).
 
     Such endpoints may be private or loopback (the curator chose them), and their answers are
-    not images, so no opt-out directive applies; the deadline, minimum rate, byte cap and
+    not images, so no opt-out directive applies. An answer may take long to start (a query
+    being computed), so there is no minimum rate unless asked for; the deadline, byte cap and
     timeout still hold, so no API call can hang on a server that drips or never answers.
 
     Args:
@@ -387,6 +390,7 @@ def trusted_policy(**overrides: Any) -> FetchPolicy:
         "allow_private": True,
         "disallowed_directives": (),
         "max_bytes": 200_000_000,
+        "min_rate": 0,
     }
     return FetchPolicy(**(fields | overrides))
 
@@ -589,9 +593,18 @@ def _host(req: urllib.request.Request) -> str:
 
 
 class _GuardedHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, *args: Any, policy: FetchPolicy, clock: _Clock | None = None, **kwargs: Any) -> None:
+    # checked=False (metered_handlers): the clock only, for endpoints the curator configured
+    def __init__(
+        self,
+        *args: Any,
+        policy: FetchPolicy,
+        clock: _Clock | None = None,
+        checked: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self._create_connection = functools.partial(_connect_checked, policy=policy)
+        if checked:
+            self._create_connection = functools.partial(_connect_checked, policy=policy)
         self._clock = clock or _Clock(policy)
 
     def connect(self) -> None:
@@ -602,9 +615,17 @@ class _GuardedHTTPSConnection(http.client.HTTPSConnection):
     # HTTPSConnection.connect() calls HTTPConnection.connect() (which uses _create_connection)
     # and then wraps the socket with server_hostname=self.host: SNI and certificate checks keep the name.
     # The socket's timeout (cut to the time left) bounds the whole TLS handshake, not each read.
-    def __init__(self, *args: Any, policy: FetchPolicy, clock: _Clock | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        policy: FetchPolicy,
+        clock: _Clock | None = None,
+        checked: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self._create_connection = functools.partial(_connect_checked, policy=policy)
+        if checked:
+            self._create_connection = functools.partial(_connect_checked, policy=policy)
         self._clock = clock or _Clock(policy)
 
     def connect(self) -> None:
@@ -616,24 +637,50 @@ def _clock_of(req: urllib.request.Request) -> _Clock | None:
     return getattr(req, "_fairsets_clock", None)
 
 
+def _start_clock(req: urllib.request.Request, policy: FetchPolicy) -> None:
+    if not getattr(req, "_fairsets_hops", 0):  # a new download (a request object may be reused)
+        req._fairsets_clock = _Clock(policy)  # type: ignore[attr-defined]
+
+
 class _GuardedHTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, policy: FetchPolicy) -> None:
+    def __init__(self, policy: FetchPolicy, checked: bool = True) -> None:
         super().__init__()
         self._policy = policy
+        self._checked = checked
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        conn = functools.partial(_GuardedHTTPConnection, policy=self._policy, clock=_clock_of(req))
+        conn = functools.partial(
+            _GuardedHTTPConnection, policy=self._policy, clock=_clock_of(req), checked=self._checked
+        )
         return self.do_open(conn, req)
 
 
 class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, policy: FetchPolicy) -> None:
+    def __init__(self, policy: FetchPolicy, checked: bool = True) -> None:
         super().__init__()
         self._policy = policy
+        self._checked = checked
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        conn = functools.partial(_GuardedHTTPSConnection, policy=self._policy, clock=_clock_of(req))
+        conn = functools.partial(
+            _GuardedHTTPSConnection, policy=self._policy, clock=_clock_of(req), checked=self._checked
+        )
         return self.do_open(conn, req, context=self._context)
+
+
+class _ClockStarter(urllib.request.BaseHandler):
+    """Starts the clock of every new request (:func:`metered_handlers`)."""
+
+    handler_order = 100
+
+    def __init__(self, policy: FetchPolicy) -> None:
+        self._policy = policy
+
+    def http_request(self, req: urllib.request.Request) -> urllib.request.Request:
+        _start_clock(req, self._policy)
+        return req
+
+    https_request = http_request
 
 
 class _SchemeGuard(urllib.request.BaseHandler):
@@ -759,8 +806,7 @@ class _ResponseGuard(urllib.request.BaseHandler):
         self._ua = user_agent
 
     def http_request(self, req: urllib.request.Request) -> urllib.request.Request:
-        if not getattr(req, "_fairsets_hops", 0):  # a new download (a request object may be reused)
-            req._fairsets_clock = _Clock(self._policy)  # type: ignore[attr-defined]
+        _start_clock(req, self._policy)
         req.add_header("User-Agent", self._ua)  # replaces any earlier one (img2dataset's)
         req.unredirected_hdrs.pop("User-agent", None)
         return req
@@ -819,6 +865,28 @@ def guarded_opener(policy: FetchPolicy, user_agent: str | None = None) -> urllib
     ):
         opener.add_handler(handler)
     return opener
+
+
+def metered_handlers(policy: FetchPolicy) -> list[urllib.request.BaseHandler]:
+    """urllib handlers that hold every request to ``policy``'s timeout, deadline and minimum rate only.
+
+    For clients of endpoints the curator configures (an LLM server, a statistics API), which keep
+    their own opener (environment proxies, their redirect rules) but must not hang on a server
+    that drips or never answers: ``urllib.request.build_opener(*metered_handlers(p), ...)``. No
+    address, scheme, size or opt-out check is made (use :func:`guarded_opener` for URLs from the
+    outside world); a redirect hop, if the opener follows one, starts its own clock.
+
+    Args:
+        policy: gives ``timeout``, ``deadline``, ``min_rate`` and ``rate_grace``.
+
+    Returns:
+        ``[clock starter, HTTP handler, HTTPS handler]``; the HTTP(S) handlers replace urllib's.
+    """
+    return [
+        _ClockStarter(policy),
+        _GuardedHTTPHandler(policy, checked=False),
+        _GuardedHTTPSHandler(policy, checked=False),
+    ]
 
 
 # --- one URL ---

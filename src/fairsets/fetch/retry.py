@@ -14,6 +14,12 @@ Usage::
         return resp
 
     resp = call_with_retry(once, policy, what="commons api")
+
+A client's own timeout bounds one socket operation, so a server that drips a byte at a time
+can hold a call forever. Clients on urllib get a wall-clock deadline at the socket
+(:func:`fairsets.fetch.guard.metered_handlers`, :func:`~fairsets.fetch.guard.guarded_opener`);
+clients whose sockets are out of reach (``requests``, SPARQLWrapper) wrap the blocking call in
+:func:`call_with_deadline`.
 """
 
 from __future__ import annotations
@@ -22,13 +28,21 @@ import email.utils
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["HttpStatusError", "RetryPolicy", "call_with_retry", "parse_retry_after", "user_agent"]
+__all__ = [
+    "HttpStatusError",
+    "RetryPolicy",
+    "call_with_deadline",
+    "call_with_retry",
+    "parse_retry_after",
+    "user_agent",
+]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -133,3 +147,42 @@ def call_with_retry(
             log.warning("%s: %s; retry %d/%d in %.1fs", what, exc, attempt, policy.attempts - 1, delay)
             sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def call_with_deadline(fn: Callable[[], T], seconds: float, *, what: str = "request") -> T:
+    """Call ``fn`` in a helper thread and wait for it at most ``seconds``.
+
+    For clients whose sockets cannot be metered (``requests``, SPARQLWrapper): when the deadline
+    passes, :class:`fairsets.fetch.guard.TooSlow` (reason ``deadline``, a ``TimeoutError`` that
+    :func:`call_with_retry` retries) is raised here and the helper thread is abandoned — a
+    daemon that ends when its client gives up and never blocks the caller or the exit.
+
+    Args:
+        fn: the blocking call (no arguments).
+        seconds: the wall-clock limit (> 0).
+        what: names the service in the error (a host, never a URL with a query string).
+
+    Returns:
+        What ``fn`` returns; what it raises is raised here.
+    """
+    from .guard import TooSlow
+
+    if not seconds > 0:
+        raise ValueError(f"deadline must be > 0 seconds, not {seconds!r}")
+    box: dict[str, object] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"fairsets-deadline-{what}", daemon=True).start()
+    if not done.wait(seconds):
+        raise TooSlow("deadline", f"{what}: no complete answer within {seconds:g} s (setting: deadline)")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]

@@ -43,8 +43,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..fetch.cache import DiskCache
+from ..fetch.guard import metered_handlers, trusted_policy
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_retry, user_agent
 from ..publish.atomic import atomic_write_text
+from ..textfile import read_text
 from .countries import countries, is_none_answer, normalize_country
 
 if TYPE_CHECKING:
@@ -141,8 +143,8 @@ def _read_csv_rows(path: str | os.PathLike[str], what: str) -> tuple[list[str], 
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{what} not found: {p}")
-    text = p.read_text(encoding="utf-8-sig")
-    reader = csv.reader(io.StringIO(text))
+    text = read_text(p)  # TextFileError (a ValueError) names the file, line and byte offset
+    reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [h.strip().lower() for h in next(reader)]
     except StopIteration:
@@ -327,14 +329,18 @@ class _Fetcher:
                 url, headers={"User-Agent": user_agent(), "Accept": "application/json"}
             )
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                # the timeout is per socket operation; the deadline bounds the whole request (a drip)
+                opener = urllib.request.build_opener(
+                    *metered_handlers(trusted_policy(timeout=self.timeout, deadline=3 * self.timeout))
+                )
+                with opener.open(req, timeout=self.timeout) as resp:
                     return resp.read()
             except urllib.error.HTTPError as e:
                 raise HttpStatusError(e.code, e.headers.get("Retry-After"), _host(url), e.reason) from None
             except urllib.error.URLError as e:
                 reason = e.reason
-                if isinstance(reason, (TimeoutError, ConnectionError)):
-                    raise reason from None
+                if isinstance(reason, (TimeoutError, ConnectionError)):  # the same type, naming the host
+                    raise type(reason)(f"cannot reach {_host(url)}: {reason}") from reason
                 raise ConnectionError(f"cannot reach {_host(url)}: {reason}") from None
 
         return call_with_retry(once, self.policy, what="world bank api", sleep=self.sleep)

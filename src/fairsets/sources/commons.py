@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fetch.cache import DiskCache
-from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_retry, user_agent
+from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, user_agent
 from ..publish.attribution import RESTRICTING_PREFIX, normalise_license, parse_license, strip_html
 
 __all__ = [
@@ -71,6 +71,7 @@ EXTMETADATA_FIELDS = (
     "UsageTerms",
 )
 TIMEOUT = (10.0, 60.0)  # connect, read (seconds)
+DEADLINE = 150.0  # seconds for one whole request (TIMEOUT is per socket operation: a drip never trips it)
 MAXLAG = 5  # seconds; Wikimedia's recommended maxlag for non-interactive clients
 _RETRYABLE_API_ERRORS = {"maxlag": 503, "ratelimited": 429}
 
@@ -308,7 +309,11 @@ def _post(
 
     def once() -> dict[str, Any]:
         try:
-            resp = session.post(api_url, data=params, headers=headers, timeout=TIMEOUT)
+            resp = call_with_deadline(
+                lambda: session.post(api_url, data=params, headers=headers, timeout=TIMEOUT),
+                DEADLINE,
+                what=f"MediaWiki API {urllib.parse.urlsplit(api_url).netloc}",
+            )
         except requests.Timeout as exc:
             raise TimeoutError(f"MediaWiki API {api_url}: {exc}") from exc
         except requests.ConnectionError as exc:

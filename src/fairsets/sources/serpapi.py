@@ -51,7 +51,7 @@ from typing import Any
 
 from ..data import make_key
 from ..fetch.cache import DiskCache
-from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_retry
+from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry
 from ..publish.attribution import normalise_license
 
 __all__ = [
@@ -71,6 +71,7 @@ DEFAULT_BACKEND = "https://serpapi.com"
 ENGINE = "google_images"
 PAGE_SIZE = 100  # results per google_images page (ijn)
 TIMEOUT = 60.0  # seconds per request (the client's own default is 60000)
+DEADLINE = 150.0  # seconds for one whole request (TIMEOUT is per socket operation: a drip never trips it)
 
 #: Values of the ``licenses`` parameter of SerpAPI's google_images engine.
 LICENSE_FILTERS: dict[str, str] = {
@@ -167,7 +168,7 @@ def _request_page(
         client = client_cls({**params, "api_key": key})
         client.timeout = TIMEOUT
         try:
-            resp = client.get_response()
+            resp = call_with_deadline(client.get_response, DEADLINE, what="SerpAPI")
         except requests.Timeout:
             raise TimeoutError(f"SerpAPI {endpoint}: request timed out") from None
         except requests.RequestException as exc:

@@ -83,7 +83,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..fetch.cache import DiskCache
-from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_retry, user_agent
+from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, user_agent
 from ..textfile import read_text
 
 __all__ = [
@@ -112,6 +112,8 @@ GENDERS: dict[str, str] = {"male": "Q6581097", "female": "Q6581072"}
 ASSOCIATIONS: tuple[str, ...] = ("birth", "residence", "work", "education", "constituency")
 COMMONS_FILEPATH = "http://commons.wikimedia.org/wiki/Special:FilePath/"
 INSTALL_HINT = "pip install 'fairsets[fetch]'"
+#: One whole query may take two timeouts and this many seconds (the timeout is per socket operation).
+DEADLINE_MARGIN = 30.0
 
 QID_RE = re.compile(r"^Q[1-9][0-9]*$")
 _ENTITY_RE = re.compile(r"^https?://www\.wikidata\.org/entity/(Q[1-9][0-9]*)$")
@@ -385,12 +387,17 @@ def _request(endpoint: str, query: str, agent: str, timeout: float) -> bytes:
     sparql.setReturnFormat(JSON)
     sparql.setOnlyConneg(True)
     sparql.setTimeout(max(1, math.ceil(timeout)))
-    try:
+
+    def query() -> bytes:
         result = sparql.query()
         try:
             return result.response.read()
         finally:
             result.response.close()
+
+    try:  # the timeout is per socket operation: the deadline bounds the whole request (a drip)
+        host = urllib.parse.urlsplit(endpoint).netloc
+        return call_with_deadline(query, 2 * timeout + DEADLINE_MARGIN, what=f"query service {host}")
     except (urllib.error.HTTPError, SPARQLWrapperException) as exc:
         herr = _http_error_in(exc)
         if herr is None:

@@ -75,6 +75,7 @@ from pathlib import Path
 from typing import Any
 
 from ...fetch.cache import DiskCache
+from ...fetch.guard import TooSlow, metered_handlers, trusted_policy
 from ...fetch.retry import HttpStatusError, RetryPolicy, call_with_retry, user_agent
 from ..countries import country_terms, fold, is_none_answer, normalize_country
 from .base import GEO_METHODS, GeoMethod
@@ -485,7 +486,11 @@ class LLMMethod(GeoMethod):
         self._endpoint = f"{self.base_url}/chat/completions"
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
         self._where = f"{host}:{parts.port}" if parts.port else host  # what errors, logs, provenance name
-        handlers: list[Any] = [_NoRedirect()]
+        # the timeout is per socket operation; the deadline bounds one whole request (a drip)
+        handlers: list[Any] = [
+            _NoRedirect(),
+            *metered_handlers(trusted_policy(timeout=self.timeout, deadline=2 * self.timeout)),
+        ]
         if _is_loopback(parts.hostname):
             handlers.append(urllib.request.ProxyHandler({}))  # a local server is never behind a proxy
         self._opener = urllib.request.build_opener(*handlers)
@@ -773,6 +778,8 @@ class LLMMethod(GeoMethod):
             raise _StatusError(status, exc.headers.get("Retry-After"), self._where, detail) from None
         except urllib.error.URLError as exc:
             raise _NoResponse(f"cannot connect to {self._where}: {mask(str(exc.reason))}") from None
+        except TooSlow as exc:  # the deadline or the minimum rate (a server that drips)
+            raise _NoResponse(f"{self._where}: {exc}") from None
         except TimeoutError:
             raise _NoResponse(f"no answer from {self._where} within {self.timeout:g}s") from None
         except (ConnectionError, http.client.HTTPException) as exc:
