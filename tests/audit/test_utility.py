@@ -136,3 +136,18 @@ def test_bad_inputs(tmp_path):
     )
     items = list(iter_labelled(tmp_path / "y.parquet"))
     assert "cannot read missing.jpg" in items[0][3] and "no 'label'" in items[1][3]
+
+
+@pytest.mark.timeout(20)
+def test_labelled_files_that_are_not_regular_files_are_skipped_with_a_reason(tmp_path):
+    import os
+
+    cls = tmp_path / "set" / "cat"
+    cls.mkdir(parents=True)
+    (cls / "a.jpg").write_bytes(b"\xff\xd8\xff image")
+    os.mkfifo(cls / "pipe.jpg")  # reading it would block forever
+    (cls / "zero.jpg").symlink_to("/dev/zero")  # reading it would never end
+    items = {ident: (data, err) for ident, _, data, err in iter_labelled(tmp_path / "set")}
+    assert items["cat/a.jpg"] == (b"\xff\xd8\xff image", None)
+    assert items["cat/pipe.jpg"] == (None, "cannot read cat/pipe.jpg: not a regular file: it is a FIFO")
+    assert items["cat/zero.jpg"][1].endswith("not a regular file: it is a character device")

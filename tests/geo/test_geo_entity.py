@@ -565,3 +565,18 @@ def test_cli_bad_present_value_exits_with_one_line_error(tmp_path: Path) -> None
     assert not (tmp_path / "c.npz").exists()
     result = runner.invoke(app, [*args, "--ood-countries", "FRA", "--n-ood-countries", "1"])
     assert result.exit_code != 0 and "not both" in result.stderr
+
+
+@pytest.mark.timeout(20)
+def test_image_paths_that_are_not_regular_files_are_reasons_not_hangs(tmp_path):
+    import os
+
+    from fairsets.geo.entity import _read_item
+
+    os.mkfifo(tmp_path / "pipe.png")
+    assert _read_item("pipe.png", tmp_path) == (
+        None,
+        f"cannot read {tmp_path / 'pipe.png'}: not a regular file: it is a FIFO",
+    )
+    data, err = _read_item("/dev/zero", None)
+    assert data is None and err == "cannot read /dev/zero: not a regular file: it is a character device"
