@@ -123,3 +123,11 @@ def test_shards_on_ray(tmp_path, offline):
     summary = profile_shards([folder], offline, out, executor="ray", workers=1)
     assert summary["with_country"] == 4
     assert pq.read_table(out / "00000.parquet").column("country").to_pylist() == EXPECTED
+
+
+def test_a_csv_row_with_surplus_fields_names_its_line(tmp_path):
+    # "hello, from Rome" unquoted: the caption would be cut to "hello" and the columns shifted
+    bad = tmp_path / "c.csv"
+    bad.write_text("caption,id\nhello from Paris,1\nhello, from Rome,2\n", encoding="utf-8")
+    with pytest.raises(ProfileError, match=r"c\.csv: line 3: 3 fields where the header has 2"):
+        read_table(bad)

@@ -65,7 +65,15 @@ def read_table(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     if suffix in (".csv", ".tsv"):
         with path.open(encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
-            rows = list(reader)
+            rows = []
+            for row in reader:
+                if None in row:  # fields beyond the header: the columns would be shifted
+                    n, have = len(reader.fieldnames or []), len(reader.fieldnames or []) + len(row[None])
+                    raise ProfileError(
+                        f"{path}: line {reader.line_num}: {have} fields where the header has {n}; "
+                        "quote values that contain the delimiter"
+                    )
+                rows.append(row)
             return rows, list(reader.fieldnames or [])
     if suffix == ".jsonl":
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
