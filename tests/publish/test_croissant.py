@@ -74,3 +74,15 @@ def test_image_records_load(croissant: Any, layout: tuple[Path, dict[str, Any]])
     expected = sorted(r["key"] for r in info["rows"] if r["variant"] == "augmented" and r["split"] == "test")
     assert sorted(r["augmented_test_images/key"].decode() for r in records) == expected
     assert records[0]["augmented_test_images/image"].size == (24, 24)
+
+
+def test_data_cannot_break_cite_as_or_link_elsewhere(layout: tuple[Path, dict[str, Any]]) -> None:
+    out, info = layout
+    hostile = dict(info["summary"], pretty_name="A } @misc{evil,\ntitle={x", url="javascript:alert(1)")
+    doc = build_croissant(out, hostile)
+    cite = doc["citeAs"]
+    assert cite.count("{") == cite.count("}") and "\n" not in cite and "@misc{evil" not in cite
+    assert "url" not in doc  # a javascript: URL is no dataset URL
+    assert build_croissant(out, dict(info["summary"], url="https://example.org/d"))["url"] == (
+        "https://example.org/d"
+    )

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fairsets.publish.atomic import atomic_write_text, sha256_file
-from fairsets.publish.attribution import license_info
+from fairsets.publish.attribution import license_info, safe_link_url
 
 __all__ = ["CONFORMS_TO", "CONTEXT", "build_croissant", "write_croissant"]
 
@@ -174,6 +174,18 @@ def _image_record_set(rs_id: str, fileset_id: str, description: str) -> dict[str
     }
 
 
+def _bibtex_text(value: Any) -> str:
+    """A title for a BibTeX field: one line, and no brace (an unbalanced one would end the entry)."""
+    return " ".join(str(value).replace("{", "(").replace("}", ")").split())
+
+
+def _bibtex_key(value: Any) -> str:
+    """A BibTeX entry key: letters, digits and ``-_.:`` only."""
+    return (
+        "".join(c if c.isascii() and (c.isalnum() or c in "-_.:") else "-" for c in str(value)) or "dataset"
+    )
+
+
 def build_croissant(out_dir: str | os.PathLike[str], summary: dict[str, Any]) -> dict[str, Any]:
     """Build the Croissant 1.0 JSON-LD document for the layout under ``out_dir``.
 
@@ -246,13 +258,14 @@ def build_croissant(out_dir: str | os.PathLike[str], summary: dict[str, Any]) ->
     }
     if licenses:
         doc["license"] = licenses if len(licenses) > 1 else licenses[0]
+    title = _bibtex_text(summary.get("pretty_name") or summary["name"])
     doc["citeAs"] = summary.get("cite_as") or (
-        f"@misc{{{summary['name']}, title = {{{summary.get('pretty_name') or summary['name']}}}, "
-        "note = {Built with fairsets}}"
+        f"@misc{{{_bibtex_key(summary['name'])}, title = {{{title}}}, note = {{Built with fairsets}}}}"
     )
-    for key, field in (("url", "url"), ("date_published", "datePublished")):
-        if summary.get(key):
-            doc[field] = summary[key]
+    if summary.get("url") and safe_link_url(str(summary["url"])):  # never a javascript: or file: URL
+        doc["url"] = safe_link_url(str(summary["url"]))
+    if summary.get("date_published"):
+        doc["datePublished"] = summary["date_published"]
     rai = summary.get("rai") or {}
     for key in _RAI_KEYS:
         if rai.get(key):
