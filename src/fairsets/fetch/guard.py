@@ -212,7 +212,9 @@ class TooSlow(TimeoutError):
         detail: what was measured, and the setting that decided.
     """
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str | None = None) -> None:
+        if detail is None:  # one message, as in ``type(exc)(f"host: {exc}")``: keep the reason
+            reason, detail = too_slow_reason(reason) or ("deadline", reason)
         self.reason = reason
         self.detail = detail
         super().__init__(f"too slow ({reason}): {detail}")
