@@ -428,10 +428,13 @@ def parse_license(text: Any) -> tuple[str | None, str]:
         return None, _NO_LICENSE
     if not isinstance(text, str):
         return None, f"a licence is text, not {type(text).__name__}"
+    return _parse_text(str(text))
+
+
+@functools.lru_cache(maxsize=4096)  # a build sees few distinct licence texts, many times each
+def _parse_text(text: str) -> tuple[str | None, str]:
     try:
-        cleaned = _clean_license_text(text)
-        # URLs are matched before letter/digit splitting would break them up
-        ids = _Parser(_tokens(cleaned)).parse()
+        ids = _Parser(_tokens(_clean_license_text(text))).parse()
     except _Unknown as e:
         return None, str(e)
     known = sorted(set(ids) - {"other"})
