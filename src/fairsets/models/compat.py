@@ -10,6 +10,12 @@ it is installed, so neither loads.
 and imports torchvision again. Image transforms then work; any other compiled operator
 (``roi_align``, ``deform_conv2d``, …) still raises when called. Set
 ``FAIRSETS_TORCHVISION_FALLBACK=0`` to get an error instead of the fallback.
+
+The fallback is logged at DEBUG level only, not as a warning: it is the expected
+state of the CPU test environment (``tests/constraints-cpu.txt`` pins PyPI's torchvision 0.28.0,
+whose compiled operators are linked against the CUDA torch), nothing fairsets does needs the other
+operators, and a warning on every model command would teach users to ignore warnings. Installing
+the matching ``+cpu`` torchvision (docs/install.md) removes the fallback altogether.
 """
 
 from __future__ import annotations
@@ -39,8 +45,8 @@ def ensure_torchvision() -> None:
 
     Returns at once if torchvision imports (or is not installed: transformers works without it).
     If its compiled operators are missing, registers pure-PyTorch ``nms``/``qnms`` and imports it
-    again, logging one warning; with ``FAIRSETS_TORCHVISION_FALLBACK=0`` raises instead. Cheap
-    after the first successful call.
+    again, logging one DEBUG message (no warning: see the module docstring); with
+    ``FAIRSETS_TORCHVISION_FALLBACK=0`` raises instead. Cheap after the first successful call.
 
     Raises:
         ModelUnavailable: torchvision's operators are missing and the fallback is switched off.
@@ -71,7 +77,7 @@ def _fallback(error: RuntimeError) -> None:
         raise ModelUnavailable(
             f"torchvision's compiled operators are missing ({error}): the installed torchvision was "
             f"built for another torch/CUDA. Install a torchvision build matching torch {torch.__version__}, "
-            f"or unset {FALLBACK_ENV} to let fairsets register a pure-PyTorch nms."
+            f"or unset {FALLBACK_ENV} to let fairsets register a pure-PyTorch nms (docs/install.md)."
         ) from error
     _forget_torchvision()
     try:
@@ -83,11 +89,11 @@ def _fallback(error: RuntimeError) -> None:
             f"torchvision does not import even with fairsets' pure-PyTorch nms ({e}). "
             f"Install a torchvision build matching torch {torch.__version__}."
         ) from e
-    log.warning(
+    log.debug(
         "torchvision's compiled operators are unavailable (a build for another torch/CUDA); fairsets "
         "registered a pure-PyTorch nms so that image transforms work. Other compiled operators "
         "(roi_align, deform_conv2d, ...) raise when called. Install a torchvision matching torch %s "
-        "to remove this.",
+        "to remove this (docs/install.md).",
         torch.__version__,
     )
 
