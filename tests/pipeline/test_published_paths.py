@@ -19,7 +19,7 @@ import pytest
 
 from fairsets.config import load_recipe
 from fairsets.pipeline.build import build
-from helpers import write_candidates, write_recipe
+from helpers import ROOT, write_candidates, write_recipe
 
 
 def _texts(out: Path) -> dict[str, str]:
@@ -64,8 +64,18 @@ def test_no_published_file_holds_an_absolute_local_path(tmp_path: Path) -> None:
         wr = csv.DictWriter(fh, fieldnames=list(rows[0]))
         wr.writeheader()
         wr.writerows(rows)
+    recipe = write_recipe(tmp_path / "r.toml", listing, quota=2)
+    policy = tmp_path / "policies" / "policy.toml"  # a step parameter that is an absolute path
+    policy.parent.mkdir()
+    policy.write_bytes((ROOT / "licenses" / "policy.toml").read_bytes())
+    text = recipe.read_text().replace(
+        'name = "license"\n', f'name = "license"\npolicy = "{policy.as_posix()}"\n', 1
+    )
+    recipe.write_text(text)
     out = tmp_path / "out"
-    build(load_recipe(write_recipe(tmp_path / "r.toml", listing, quota=2)), out)
+    build(load_recipe(recipe), out)
+    steps = json.loads((out / "manifest.json").read_text())["steps"]
+    assert [s["params"]["policy"] for s in steps if s["name"] == "license"] == ["policies/policy.toml"]
 
     texts = _texts(out)
     published = json.dumps(pq.read_table(out / "metadata" / "imbalanced" / "train.parquet").to_pylist())

@@ -130,10 +130,13 @@ def publish_layout(
 
     # per licence: distinct real images, and distinct files incl. augmented copies (as ATTRIBUTION.md)
     licenses, license_files = license_counts(all_rows)
+    from ..sources.base import public_paths
+
     step_rows = [
         {
             "name": s.name,
-            "params": s.params.model_dump(mode="json"),
+            # a local path in a step's parameters (a policy, weights) is published relative
+            "params": public_paths(s.params.model_dump(mode="json"), recipe.base_dir),
             "rejected": step_stats["rejected"].get(s.name, 0),
             "failed": step_stats["failed"].get(s.name, 0),
         }
@@ -219,7 +222,10 @@ def publish_layout(
         "recipe": summary["recipe"],
         "versions": summary["versions"],
         "steps": [
-            {**s, "provenance": st.provenance()} if (st := _step(steps, s["name"])) else s for s in step_rows
+            {**s, "provenance": public_paths(st.provenance(), recipe.base_dir)}
+            if (st := _step(steps, s["name"]))
+            else s
+            for s in step_rows
         ],
         "counts": {
             "candidates": candidates,
