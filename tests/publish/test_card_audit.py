@@ -232,7 +232,7 @@ def test_errors(dataset: Path, tmp_path: Path) -> None:
 def test_section_escapes_text(dataset: Path) -> None:
     audit = audit_for(dataset, job=True)
     old = audit["groups"][0]
-    evil = "A|B <script>x</script>"
+    evil = "A|B <script>x</script> [y](javascript:alert(1)) *z*"
     audit["groups"][0] = evil
     audit["group_sizes"][evil] = audit["group_sizes"].pop(old)
     for r in audit["results"]:
@@ -243,6 +243,10 @@ def test_section_escapes_text(dataset: Path) -> None:
     audit["model_id"] = "hf-hub:org/model--x <y>"
     text = card_audit_section(audit)
     assert "<script>" not in text and "A\\|B &lt;script&gt;x&lt;/script&gt;" in text
+    assert "](javascript" not in text.replace("\\](", "")  # a group name never becomes a link
+    assert "\\[y\\](javascript:alert(1)) \\*z\\*" in text
+    audit["splits"] = ["te`st"]  # a name a code span cannot hold is shown as text
+    assert "te\\`st" in card_audit_section(audit)
     first, last = text.splitlines()[0], text.splitlines()[-1]
     assert first.startswith("<!-- fairsets:audit:") and first.endswith(" start -->")
     assert "--x" not in first[4:-3] and "<y>" not in first

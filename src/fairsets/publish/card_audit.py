@@ -76,9 +76,18 @@ def _model_id(audit: Mapping[str, Any]) -> str:
 
 
 def _text(value: Any) -> str:
-    """Plain text safe in Markdown running text and table cells."""
-    s = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """Plain text safe in Markdown running text and table cells: the card's escaping
+    (:func:`fairsets.publish.card.md_text`: no HTML, no link, no emphasis, no column break)."""
+    from fairsets.publish.card import md_text
+
+    return str(md_text(value))
+
+
+def _code(value: Any) -> str:
+    """An inline code span for a name (split, config, model id), or escaped text if it holds
+    what a code span cannot show literally (backticks, ``|``, ``<``, ``&``, backslashes)."""
+    s = " ".join(str(value).split())
+    return f"`{s}`" if s and not re.search(r"[`|<>&\\]", s) else _text(s)
 
 
 def _num(x: Any, digits: int = 4) -> str:
@@ -147,10 +156,10 @@ def card_audit_section(audit: Mapping[str, Any]) -> str:
     k = k_values[0] if len(k_values) == 1 else audit.get("k")
 
     splits = audit.get("splits")
-    split_text = ", ".join(f"`{_text(s)}`" for s in splits) if isinstance(splits, list) and splits else "–"
+    split_text = ", ".join(_code(s) for s in splits) if isinstance(splits, list) and splits else "–"
     created = str(audit.get("created") or "")
     date = created[:10] if re.match(r"^\d{4}-\d{2}-\d{2}", created) else (created or "unknown date")
-    variant = f" (config `{_text(audit['variant'])}`)" if audit.get("variant") else ""
+    variant = f" (config {_code(audit['variant'])})" if audit.get("variant") else ""
 
     lines = [
         _MARK.format(id=mid, which="start"),
@@ -164,7 +173,7 @@ def card_audit_section(audit: Mapping[str, Any]) -> str:
         "deviation (ddof=0) across groups of the per-group mean cosine similarity to the prompt. Lower is "
         "fairer for both. Mean similarity is over all images.",
         "",
-        f"Model id `{_text(_model_id(audit))}`; prompts: {_text(audit.get('prompt_source', 'unknown'))}; "
+        f"Model id {_code(_model_id(audit))}; prompts: {_text(audit.get('prompt_source', 'unknown'))}; "
         f"audited on {_text(date)} with fairsets {_text(audit.get('fairsets_version', '?'))}.",
     ]
     debias = audit.get("debias")
@@ -172,7 +181,7 @@ def card_audit_section(audit: Mapping[str, Any]) -> str:
         parts = [f"{key} {_text(debias[key])}" for key in ("method", "alpha", "beta") if key in debias]
         fit = debias.get("fit_splits")
         if isinstance(fit, list) and fit:
-            parts.append("fitted on " + ", ".join(f"`{_text(s)}`" for s in fit))
+            parts.append("fitted on " + ", ".join(_code(s) for s in fit))
         lines += [
             "",
             "Debiased: the embeddings were transformed with `"
