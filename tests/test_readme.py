@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,3 +31,132 @@ def test_readme_opens_with_two_commands() -> None:
 def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert readme_commands()[1] in [line.strip() for line in ci]
+
+
+# `pip check` lines: "NAME VERSION requires DEP, which is not installed." and
+# "NAME VERSION has requirement SPEC, but you have DEP VERSION."
+_MISSING = re.compile(r"^(?P<name>\S+) (?P<version>\S+) requires (?P<dep>[^,\s]+), which is not installed\.$")
+_CONFLICT = re.compile(
+    r"^(?P<name>\S+) (?P<version>\S+) has requirement (?P<spec>.+?), but you have \S+ \S+\.$"
+)
+_ALLOW_ROW = re.compile(r"^\| (?P<name>\S+) (?P<version>\S+) \| `(?P<spec>[^`]+)` \| (?P<why>.+) \|$")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_name(spec: str) -> str:
+    return _norm(re.split(r"[<>=!~;\[\s(]", spec.strip(), maxsplit=1)[0])
+
+
+def pip_check_allow_list() -> dict[tuple[str, str, str], str]:
+    """(package, version, requirement name) → why it is harmless, from docs/install.md's tables."""
+    text = (ROOT / "docs" / "install.md").read_text()
+    block = text.split("<!-- pip-check-allow-list: begin -->", 1)[1].split(
+        "<!-- pip-check-allow-list: end -->"
+    )[0]
+    allowed: dict[tuple[str, str, str], str] = {}
+    for line in block.strip().splitlines()[2:]:  # header and separator
+        m = _ALLOW_ROW.match(line.strip())
+        assert m, f"docs/install.md: not an allow-list row: {line!r}"
+        allowed[(_norm(m["name"]), m["version"], _requirement_name(m["spec"]))] = m["why"].strip()
+    return allowed
+
+
+def parse_pip_check(output: str) -> list[tuple[tuple[str, str, str] | None, str]]:
+    """Each line of `pip check` as ((package, version, requirement name) or None if unparsed, line)."""
+    found: list[tuple[tuple[str, str, str] | None, str]] = []
+    for line in output.splitlines():
+        line = line.strip()
+        if not line or line == "No broken requirements found.":
+            continue
+        m = _MISSING.match(line)
+        dep = m["dep"] if m else None
+        if m is None and (m := _CONFLICT.match(line)):
+            dep = m["spec"]
+        found.append(((_norm(m["name"]), m["version"], _requirement_name(dep)) if m and dep else None, line))
+    return found
+
+
+def test_pip_check_allow_list_is_documented() -> None:
+    allowed = pip_check_allow_list()
+    assert len(allowed) >= 4
+    assert all(len(why) > 20 for why in allowed.values())
+    # The README names every img2dataset conflict (or points to the table that does).
+    readme = (ROOT / "README.md").read_text()
+    assert "docs/install.md" in readme
+    for name, _version, dep in allowed:
+        if name == "img2dataset":
+            assert dep in readme, f"README does not mention img2dataset's pin on {dep}"
+
+
+def test_parse_pip_check() -> None:
+    out = (
+        "img2dataset 1.47.0 requires dataclasses, which is not installed.\n"
+        "img2dataset 1.47.0 has requirement webdataset<0.3,>=0.2.5, but you have webdataset 1.0.2.\n"
+        "mediapipe 0.10.21 has requirement protobuf<5,>=4.25.3, but you have protobuf 7.36.2.\n"
+        "torchvision 0.29.1 has requirement torch==2.14.1, but you have torch 2.13.0+cpu.\n"
+        "somepkg 1.0 is not supported on this platform\n"
+    )
+    found = parse_pip_check(out)
+    assert [key for key, _ in found] == [
+        ("img2dataset", "1.47.0", "dataclasses"),
+        ("img2dataset", "1.47.0", "webdataset"),
+        ("mediapipe", "0.10.21", "protobuf"),
+        ("torchvision", "0.29.1", "torch"),
+        None,
+    ]
+    allowed = pip_check_allow_list()
+    unexpected = [line for key, line in found if key not in allowed]
+    assert unexpected == [found[3][1], found[4][1]]  # a mismatched torchvision is never allowed
+
+
+@pytest.mark.timeout(180)
+def test_pip_check_lists_only_documented_conflicts() -> None:
+    """`pip check` in this environment reports nothing beyond docs/install.md's allow-list."""
+    if importlib.util.find_spec("pip") is None:
+        pytest.skip("pip is not installed in this environment")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "check"],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"},
+    )
+    allowed = pip_check_allow_list()
+    unexpected = [line for key, line in parse_pip_check(proc.stdout) if key not in allowed]
+    assert not unexpected, (
+        "pip check reports conflicts that docs/install.md does not explain (fix the install, or add "
+        "them to its allow-list with why they are harmless):\n" + "\n".join(unexpected)
+    )
+    assert proc.returncode == 0 or parse_pip_check(proc.stdout), proc.stderr
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            pins[_norm(name)] = version.strip()
+    return pins
+
+
+def test_cpu_constraints_pin_a_torchvision_built_for_the_pinned_torch() -> None:
+    """Without a torchvision pin, open_clip's torchvision resolves to the newest release, which
+    requires a newer torch: pip then replaces the CPU torch with a CUDA build."""
+    pins = _pins(ROOT / "tests" / "constraints-cpu.txt")
+    assert "torch" in pins and "torchvision" in pins
+    try:
+        installed = importlib.metadata.version("torchvision")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("torchvision is not installed")
+    if installed.split("+")[0] != pins["torchvision"]:
+        pytest.skip(f"torchvision {installed} here, not the pinned {pins['torchvision']}")
+    torch_reqs = [
+        r for r in importlib.metadata.requires("torchvision") or [] if _requirement_name(r) == "torch"
+    ]
+    assert torch_reqs, "torchvision declares no torch requirement"
+    assert any(re.search(rf"==\s*{re.escape(pins['torch'])}\b", r) for r in torch_reqs), torch_reqs
