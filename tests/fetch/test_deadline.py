@@ -435,3 +435,37 @@ def test_wikidata_query_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
         with pytest.raises(TooSlow, match=r"query service 127\.0\.0\.1:\d+: no complete answer within 1 s"):
             wikidata._request(srv.url("/sparql"), "SELECT * WHERE {}", "ua-test", timeout=0.5)
         assert time.monotonic() - t0 < 1.0 + MARGIN
+
+
+@pytest.mark.timeout(30)
+def test_wikidata_paging_ends_when_the_endpoint_ignores_offset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An endpoint that answers every offset with the same full page would be asked forever."""
+    import json
+
+    from fairsets.sources import wikidata
+
+    page = {
+        "head": {"vars": ["person", "image"]},
+        "results": {
+            "bindings": [
+                {
+                    "person": {"type": "uri", "value": "http://www.wikidata.org/entity/Q1"},
+                    "image": {
+                        "type": "uri",
+                        "value": "http://commons.wikimedia.org/wiki/Special:FilePath/A.jpg",
+                    },
+                }
+            ]
+        },
+    }
+    calls: list[str] = []
+
+    def same_page(endpoint: str, query: str, agent: str, timeout: float) -> bytes:
+        calls.append(query)
+        return json.dumps(page).encode()
+
+    monkeypatch.setattr(wikidata, "_request", same_page)
+    state = wikidata.State("Q1159", "Goa")
+    with pytest.raises(wikidata.SparqlResponseError, match="ignores OFFSET"):
+        wikidata.fetch_people([state], ["male"], endpoint="http://127.0.0.1:9/sparql", page_size=1)
+    assert len(calls) == 2

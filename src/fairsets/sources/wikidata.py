@@ -531,7 +531,8 @@ def fetch_people(
         ValueError: for a malformed state QID, an unknown gender or association, or a bad
             page size.
         HttpStatusError: when the endpoint keeps failing (or answers 4xx).
-        SparqlResponseError: when an answer is not complete SPARQL JSON.
+        SparqlResponseError: when an answer is not complete SPARQL JSON, or the endpoint answers
+            the same full page again for the next offset (it ignores OFFSET).
     """
     if page_size < 1:
         raise ValueError(f"page_size must be at least 1, got {page_size}")
@@ -565,6 +566,7 @@ def fetch_people(
             for assoc in associations:
                 n_rows = 0
                 offset = 0
+                previous: bytes | None = None
                 while True:
                     query = build_query(st.area_qids, GENDERS[gender], assoc, limit=page_size, offset=offset)
                     key = {"endpoint": endpoint, "query": query}
@@ -589,6 +591,13 @@ def fetch_people(
                     n_rows += len(bindings)
                     if len(bindings) < page_size:
                         break
+                    if body == previous:  # full pages forever: the endpoint ignores OFFSET
+                        raise SparqlResponseError(
+                            f"{endpoint} answered offset {offset} with the same full page as offset "
+                            f"{offset - page_size}: it ignores OFFSET, so paging would never end; "
+                            "use an endpoint that pages, or a page_size larger than any answer"
+                        )
+                    previous = body
                     offset += page_size
                 done += 1
                 log.info("%s (%s) %s %s: %d rows", st.qid, st.name, gender, assoc, n_rows)
