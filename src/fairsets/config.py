@@ -122,7 +122,7 @@ class DownloadConfig(_Strict):
     min_rate: float = Field(
         default=1024.0, ge=0, description="least average bytes/s of a download after rate_grace (0: off)"
     )
-    rate_grace: float = Field(default=10.0, gt=0, description="seconds before min_rate applies")
+    rate_grace: float = Field(default=20.0, gt=0, description="seconds before min_rate applies")
     processes: int = Field(default=1, ge=0, description="img2dataset processes; 0 = in this process")
     threads: int = Field(default=16, ge=1, description="download threads per process")
     shard_size: int = Field(default=1000, ge=1, description="images per download shard")

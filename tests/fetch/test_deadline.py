@@ -188,7 +188,7 @@ def test_policy_and_recipe_fields() -> None:
     from fairsets.pipeline.download import fetch_policy
 
     default = FetchPolicy()
-    assert (default.deadline, default.min_rate, default.rate_grace) == (60, 1024, 10)
+    assert (default.deadline, default.min_rate, default.rate_grace) == (60, 1024, 20)
     with pytest.raises(ValueError):
         FetchPolicy(deadline=0)
     with pytest.raises(ValueError):

@@ -123,7 +123,9 @@ class FetchPolicy(BaseModel):
         description="least average bytes/s over a download once rate_grace seconds have passed (0: off)",
     )
     rate_grace: float = Field(
-        default=10, gt=0, description="seconds before min_rate applies (connect, a slow first byte)"
+        default=20,
+        gt=0,
+        description="seconds before min_rate applies (connect, a slow first byte; as long as timeout)",
     )
     max_redirects: int = Field(default=5, ge=0, description="redirects followed at most")
     disallowed_directives: tuple[str, ...] = Field(
