@@ -383,3 +383,28 @@ def test_the_source_cap_is_the_decode_steps_max_bytes(tmp_path: Path) -> None:
     with pytest.raises(SourceRejected, match="too many bytes: 601 > 600"):
         _read(worker_source, "big.jpg")
     assert src.max_bytes is None  # a source built outside a task keeps the default cap
+
+
+@pytest.mark.parametrize(
+    ("header", "match"),
+    [
+        (f"{HEADER},Status", "column 'Status' is a name fairsets uses itself"),
+        (f"{HEADER},State", r"column 'state' appears 2 times in the header \(ignoring case\)"),
+        (f"{HEADER},Note,note", r"column 'Note' appears 2 times in the header \(ignoring case\)"),
+    ],
+)
+def test_column_names_differing_only_in_case(tmp_path: Path, header: str, match: str) -> None:
+    # DuckDB reads the pool case-insensitively: "Status" would shadow or be renamed "Status_1"
+    extra = ",x" * (header.count(",") - HEADER.count(","))
+    (tmp_path / "l.csv").write_text(f"{header}\n{ROW}{extra}\n")
+    with pytest.raises(SourceError, match=match):
+        make(tmp_path, path="l.csv").scan()
+
+
+def test_a_column_that_differs_in_case_from_a_required_one_says_how_to_map_it(tmp_path: Path) -> None:
+    (tmp_path / "l.csv").write_text("path,State,gender,license\na.jpg,Goa,male,CC0-1.0\n")
+    with pytest.raises(
+        SourceError, match=r"column 'State' differs only in case from 'state'.*\{state = \"State\"\}"
+    ):
+        make(tmp_path, path="l.csv").scan()
+    assert make(tmp_path, path="l.csv", rename={"state": "State"}).scan()[0]["state"] == "Goa"

@@ -59,8 +59,11 @@ RESERVED_COLUMNS = frozenset(
 
 
 def is_reserved_column(name: str) -> bool:
-    """Whether ``name`` is a field the build sets itself (so a listing column must not carry it)."""
-    return name.startswith("_") or name in RESERVED_COLUMNS
+    """Whether ``name`` is a field the build sets itself (so a listing column must not carry it).
+
+    Case is ignored: DuckDB, which reads the pool, treats ``Status`` and ``status`` as one name.
+    """
+    return name.startswith("_") or name.casefold() in RESERVED_COLUMNS
 
 
 def public_path(value: str | Path, root: Path) -> str:

@@ -100,15 +100,16 @@ def read_listing(path: Path) -> list[dict[str, Any]]:
         raise SourceError(f"source.path: cannot read listing {path}: {type(exc).__name__}: {why}") from None
     if not header:
         raise SourceError(f"source.path: listing {path} is empty; its first line must name the columns")
+    folded = [h.casefold() for h in header]
     for i, name in enumerate(header):
         if not name:
             raise SourceError(
                 f"source.path: listing {path}: column {i + 1} of the header has no name; name it"
             )
-        if header.count(name) > 1:
+        if folded.count(name.casefold()) > 1:  # DuckDB, which reads the pool, ignores case
             raise SourceError(
-                f"source.path: listing {path}: column {name!r} appears {header.count(name)} times in the "
-                "header; give each column its own name"
+                f"source.path: listing {path}: column {name!r} appears {folded.count(name.casefold())} times "
+                "in the header (ignoring case); give each column its own name"
             )
     if not rows:
         raise SourceError(
@@ -199,6 +200,14 @@ def check_columns(
             raise SourceError(
                 f"{where}: column {col!r} is not read because rename takes {ours!r} from "
                 f"{theirs[ours]!r}; drop or rename one of the two columns"
+            )
+        # Column names are case-insensitive in DuckDB (which reads the pool): "State" beside
+        # "state" would be renamed "State_1" on the way.
+        same = next((c for c in (*required, *OPTIONAL) if c.casefold() == ours.casefold()), None)
+        if same is not None:
+            raise SourceError(
+                f"{where}: column {col!r} differs only in case from {same!r}, a column fairsets fills; "
+                f'map it with rename = {{{same} = "{col}"}}, or rename it'
             )
     missing = [c for c in required if theirs.get(c, c) not in present and c not in defaults]
     if missing:
