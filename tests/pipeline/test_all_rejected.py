@@ -127,3 +127,25 @@ def test_collect_reads_any_column_name_and_pools_without_images(tmp_path: Path) 
     assert [(r["key"], r["filename"]) for r in rejects] == [("ra", "x"), ("rb", "x")]
     assert stats == {"rejected": {"license": 2}, "failed": {}}
     assert _collect(work, []) == ([], [], {"rejected": {}, "failed": {}})
+
+
+@pytest.mark.timeout(180)
+def test_a_supplement_is_asked_for_cells_whose_every_candidate_was_rejected(tmp_path: Path) -> None:
+    """Without ``cells`` in the recipe the expected cells come from every candidate, not only the
+    accepted ones: when the primary source yields nothing, the supplement fills every cell."""
+    primary = write_candidates(tmp_path / "p", 8)
+    _rewrite(primary, license="CC-BY-NC-4.0")
+    more = write_candidates(tmp_path / "s", 12)
+    rows = list(csv.DictReader(more.open(newline="")))[8:]  # other files than the primary's
+    with more.open("w", newline="") as fh:
+        wr = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        wr.writeheader()
+        wr.writerows(rows)
+    recipe = write_recipe(tmp_path / "r.toml", primary, quota=1, workers=0)
+    with recipe.open("a") as fh:
+        fh.write(f'\n[[supplement]]\ntype = "local"\npath = "{more.as_posix()}"\n')
+    res = build(load_recipe(recipe), tmp_path / "o")
+    sources = res.manifest["counts"]["sources"]
+    assert [(s["stage"], s["candidates"], s.get("cells")) for s in sources] == [(0, 8, None), (1, 4, 4)]
+    assert res.manifest["counts"]["accepted"] == 4
+    assert res.manifest["counts"]["published"]["imbalanced"]

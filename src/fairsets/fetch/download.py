@@ -430,8 +430,12 @@ def _map_shards(
         for shard in shards:
             yield downloader(shard)
         return
+    from ..pipeline.executors import die_with_parent
+
     ctx = get_context("spawn")
-    with ctx.Pool(min(processes, len(shards)), maxtasksperchild=5) as pool:
+    n = min(processes, len(shards))
+    # the downloaders end with this process (a killed build leaves none writing)
+    with ctx.Pool(n, initializer=die_with_parent, initargs=(os.getpid(),), maxtasksperchild=5) as pool:
         yield from pool.imap_unordered(downloader, shards)
 
 

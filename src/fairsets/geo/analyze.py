@@ -1071,9 +1071,17 @@ def run_analysis(
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            # spawn: a fork of a process holding torch or BLAS threads can deadlock.
+            from ..pipeline.executors import die_with_parent
+
+            # spawn: a fork of a process holding torch or BLAS threads can deadlock. The workers
+            # end with this process (none outlives a killed run).
             executor = stack.enter_context(
-                ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+                ProcessPoolExecutor(
+                    max_workers=workers,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=die_with_parent,
+                    initargs=(os.getpid(),),
+                )
             )
         common = {
             "ref_values": ref_values,

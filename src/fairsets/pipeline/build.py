@@ -235,7 +235,7 @@ def build(
             sources_summary = [{"type": recipe.source.type, "stage": 0, "candidates": len(candidates)}]
             for stage, sup_cfg in enumerate(recipe.supplement, start=1):
                 pool, _, _ = _collect(workdir, specs)
-                need = _need(recipe, pool)
+                need = _need(recipe, pool, [c for s in specs for c in s["rows"]])
                 entry = {"type": sup_cfg.type, "stage": stage, "candidates": 0, "cells": len(need)}
                 sources_summary.append(entry)
                 if not need:
@@ -387,18 +387,23 @@ def _run_stage(
     return specs
 
 
-def _need(recipe: Recipe, pool: list[dict]) -> dict[tuple[str, ...], int]:
+def _need(
+    recipe: Recipe, pool: list[dict], candidates: list[dict] | None = None
+) -> dict[tuple[str, ...], int]:
     """Per expected cell, how many accepted samples are missing to reach the quota.
 
     Counts the samples that need no manual review, after dedup, so that the need (and so what a
-    supplement is asked for) does not change when reviews come in.
+    supplement is asked for) does not change when reviews come in. Where the recipe lists no
+    ``cells``, the expected ones are those of every candidate so far (accepted or not): a cell
+    whose candidates were all rejected is the one a supplement must be asked for.
     """
     rows = [r for r in pool if r.get("review") in (None, "")]
     rows, _, _ = _dedup(recipe, rows)
     rows, _ = _filter_cells(recipe, rows)
     have = Counter(tuple(str(r[g]) for g in recipe.groups) for r in rows)
+    seen = [c for c in candidates or [] if all(c.get(g) not in (None, "") for g in recipe.groups)]
     need = {}
-    for cell in _expected_cells(recipe, rows):
+    for cell in _expected_cells(recipe, [*rows, *seen]):
         k = tuple(cell[g] for g in recipe.groups)
         if have[k] < recipe.quota:
             need[k] = recipe.quota - have[k]

@@ -40,6 +40,7 @@ __all__ = [
     "LocalExecutor",
     "RayExecutor",
     "TaskFailed",
+    "die_with_parent",
     "get_executor",
     "task_lock",
     "workers_busy",
@@ -106,12 +107,22 @@ def _die_with(parent: int) -> None:
     threading.Thread(target=watch, name="fairsets-parent-watch", daemon=True).start()
 
 
+def die_with_parent(parent: int) -> None:
+    """Initializer of a worker process: end with ``parent`` (the driver, ``initargs=(os.getpid(),)``).
+
+    Also ignores Ctrl-C, which reaches the whole process group: the driver handles it and stops
+    its workers. Use it for every process pool (``ProcessPoolExecutor(initializer=...)``,
+    ``multiprocessing.Pool``), so that no worker outlives a killed driver.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with(parent)
+
+
 def _worker_init(parent: int | None = None) -> None:
     """Keep one thread per worker process so ``workers`` means cores; die with the driver."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if parent is not None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the driver, which stops us
-        _die_with(parent)
+        die_with_parent(parent)
     try:
         import cv2
 
