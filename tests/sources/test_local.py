@@ -408,3 +408,27 @@ def test_a_column_that_differs_in_case_from_a_required_one_says_how_to_map_it(tm
     ):
         make(tmp_path, path="l.csv").scan()
     assert make(tmp_path, path="l.csv", rename={"state": "State"}).scan()[0]["state"] == "Goa"
+
+
+@pytest.mark.parametrize("column", ["sp ace", "tab\there", "new\nline", "{{ jinja }}", "bell\x07"])
+def test_column_names_with_spaces_or_control_characters_are_refused(tmp_path: Path, column: str) -> None:
+    # such names become invalid Croissant @ids ("imbalanced_train/sp ace")
+    import csv
+
+    with (tmp_path / "l.csv").open("w", newline="") as fh:
+        csv.writer(fh).writerows([[*HEADER.split(","), column], [*ROW.split(","), "x"]])
+    with pytest.raises(SourceError, match="has spaces or control characters in its name") as exc:
+        make(tmp_path, path="l.csv").scan()
+    keep = re.search(r"rename = \{(\w+) = ", str(exc.value)).group(1)
+    assert make(tmp_path, path="l.csv", rename={keep: column}).scan()[0][keep] == "x"
+
+
+def test_every_column_error_is_one_line(tmp_path: Path) -> None:
+    import csv
+
+    for column in ["new\nline", "_x\ny", "Sta\ntus"]:
+        with (tmp_path / "l.csv").open("w", newline="") as fh:
+            csv.writer(fh).writerows([[*HEADER.split(","), column], [*ROW.split(","), "x"]])
+        with pytest.raises(SourceError) as exc:
+            make(tmp_path, path="l.csv").scan()
+        assert "\n" not in str(exc.value), str(exc.value)

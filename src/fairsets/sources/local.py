@@ -28,6 +28,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -191,15 +192,21 @@ def check_columns(
             continue
         ours = _ours(col, theirs)
         if is_reserved_column(ours):
-            keep = "listing_" + ours.lstrip("_")
+            keep = "listing_" + (re.sub(r"\W+", "_", ours).strip("_") or "column")
             raise SourceError(
                 f"{where}: column {ours!r} is a name fairsets uses itself; rename it in the listing, "
-                f'or keep it under another name with rename = {{{keep} = "{col}"}}'
+                f"or keep it under another name with rename = {{{keep} = {json.dumps(col)}}}"
             )
         if ours in (*required, *OPTIONAL):  # e.g. a column "identity" while rename reads "pid"
             raise SourceError(
                 f"{where}: column {col!r} is not read because rename takes {ours!r} from "
                 f"{theirs[ours]!r}; drop or rename one of the two columns"
+            )
+        if not ours.isprintable() or any(c.isspace() for c in ours):  # a Croissant @id cannot hold them
+            keep = re.sub(r"\W+", "_", ours).strip("_") or "column"
+            raise SourceError(
+                f"{where}: column {col!r} has spaces or control characters in its name, which the published "
+                f"metadata cannot hold; rename it, or keep it with rename = {{{keep} = {json.dumps(col)}}}"
             )
         # Column names are case-insensitive in DuckDB (which reads the pool): "State" beside
         # "state" would be renamed "State_1" on the way.
@@ -207,7 +214,7 @@ def check_columns(
         if same is not None:
             raise SourceError(
                 f"{where}: column {col!r} differs only in case from {same!r}, a column fairsets fills; "
-                f'map it with rename = {{{same} = "{col}"}}, or rename it'
+                f"map it with rename = {{{same} = {json.dumps(col)}}}, or rename it"
             )
     missing = [c for c in required if theirs.get(c, c) not in present and c not in defaults]
     if missing:
