@@ -432,3 +432,10 @@ def test_every_column_error_is_one_line(tmp_path: Path) -> None:
         with pytest.raises(SourceError) as exc:
             make(tmp_path, path="l.csv").scan()
         assert "\n" not in str(exc.value), str(exc.value)
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_urls_listing_is_named_as_such(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "u.csv")
+    with pytest.raises(SourceError, match=r"u\.csv is not a regular file"):
+        build_source("urls", {"path": "u.csv"}, tmp_path, ["state", "gender"]).scan()

@@ -204,7 +204,7 @@ class UrlsSource(Source):
 
         p = self.params
         listing = self.resolve_path(p.path)
-        if not listing.is_file():
+        if not listing.exists():  # read_listing refuses what is not a regular file (a FIFO would hang)
             raise SourceError(f"source urls: no such listing: {listing}")
         raw = read_listing(listing)
         theirs = dict(p.rename)
