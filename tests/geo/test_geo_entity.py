@@ -580,3 +580,10 @@ def test_image_paths_that_are_not_regular_files_are_reasons_not_hangs(tmp_path):
     )
     data, err = _read_item("/dev/zero", None)
     assert data is None and err == "cannot read /dev/zero: not a regular file: it is a character device"
+
+
+def test_load_annotations_refuses_a_row_with_surplus_fields(tmp_path: Path) -> None:
+    # "b, c.png" unquoted: present would read " c.png" and the country the 0
+    (tmp_path / "a.csv").write_text("image,present\na.png,1\nb, c.png,0\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"a\.csv: line 3: 3 fields where the header has 2"):
+        load_annotations(tmp_path / "a.csv")

@@ -233,6 +233,11 @@ def load_annotations(csv_path: str | os.PathLike[str], *, entity: str | None = N
         for cells in reader:
             if not any(c.strip() for c in cells):
                 continue
+            if any(c.strip() for c in cells[len(header) :]):  # an unquoted comma shifts the columns
+                raise ValueError(
+                    f"{path}: line {reader.line_num}: {len(cells)} fields where the header has "
+                    f"{len(header)}; quote values that contain commas"
+                )
             cells = cells + [""] * (len(header) - len(cells))
             raw.append((reader.line_num, {name: cells[i].strip() for name, i in col.items()}))
     if not raw:
