@@ -188,3 +188,21 @@ def test_an_executor_left_by_an_exception_terminates_its_workers_at_once() -> No
         raise KeyboardInterrupt
     assert time.monotonic() - started < 30
     assert not any(p.is_alive() for p in procs)
+
+
+@pytest.mark.timeout(30)
+def test_signals_become_build_stopped_and_ignored_ones_stay_ignored() -> None:
+    from fairsets.pipeline.build import BuildStopped, _stop_on_signals
+
+    before_term = signal.getsignal(signal.SIGTERM)
+    old_hup = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    try:
+        with pytest.raises(BuildStopped) as info, _stop_on_signals(), _stop_on_signals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises before this ends
+        assert info.value.code == 128 + signal.SIGTERM and "SIGTERM" in str(info.value)
+        assert signal.getsignal(signal.SIGTERM) == before_term
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, old_hup)

@@ -80,6 +80,9 @@ class BuildStopped(SystemExit):
         return f"stopped by {self.signal}; finished tasks are kept: build again to resume"
 
 
+_SIGNALS = {"depth": 0, "stopping": False}
+
+
 @contextmanager
 def _stop_on_signals() -> Iterator[None]:
     """Turn SIGINT/SIGTERM/SIGHUP into :class:`BuildStopped`, so that every ``with`` block unwinds
@@ -90,19 +93,22 @@ def _stop_on_signals() -> Iterator[None]:
         return
     names = ("SIGINT", "SIGTERM", "SIGHUP")
     sigs = [getattr(signal, n) for n in names if hasattr(signal, n)]
-    stopping = False
+    if not _SIGNALS["depth"]:
+        _SIGNALS["stopping"] = False
+    _SIGNALS["depth"] += 1
 
     def handler(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        if stopping:
+        if _SIGNALS["stopping"]:  # shared by nested uses: one stop per build
             return
-        stopping = True
+        _SIGNALS["stopping"] = True
         raise BuildStopped(signum)
 
-    previous = {s: signal.signal(s, handler) for s in sigs}
+    # a signal ignored on entry (``nohup``, a background job's SIGINT) stays ignored
+    previous = {s: signal.signal(s, handler) for s in sigs if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield
     finally:
+        _SIGNALS["depth"] -= 1
         for s, h in previous.items():
             signal.signal(s, h if h is not None else signal.SIG_DFL)
 
