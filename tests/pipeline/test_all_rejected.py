@@ -149,3 +149,32 @@ def test_a_supplement_is_asked_for_cells_whose_every_candidate_was_rejected(tmp_
     assert [(s["stage"], s["candidates"], s.get("cells")) for s in sources] == [(0, 8, None), (1, 4, 4)]
     assert res.manifest["counts"]["accepted"] == 4
     assert res.manifest["counts"]["published"]["imbalanced"]
+
+
+@pytest.mark.timeout(180)
+def test_every_download_refused_publishes_nothing_and_says_why(tmp_path: Path) -> None:
+    """Loopback URLs without ``allow_loopback``: the guard refuses every download (no request leaves)."""
+    pytest.importorskip("img2dataset")
+    from servers import LoopbackServer
+
+    with LoopbackServer() as srv:
+        listing = tmp_path / "urls.csv"
+        with listing.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["url", "state", "gender", "license"])
+            for i, (state, gender) in enumerate([("Goa", "female"), ("Goa", "male"), ("Assam", "male")]):
+                w.writerow([srv.url(f"/{i}.jpg"), state, gender, "CC0-1.0"])
+        recipe = tmp_path / "r.toml"
+        recipe.write_text(
+            'name = "u"\ngroups = ["state", "gender"]\nquota = 1\n[source]\ntype = "urls"\n'
+            f'path = "{listing.as_posix()}"\n[download]\nprocesses = 0\ntimeout = 1\n'
+            '[[steps]]\nname = "license"\n[[steps]]\nname = "decode"\n[executor]\nworkers = 0\n'
+        )
+        out = tmp_path / "o"
+        res = CliRunner().invoke(app, ["build", str(recipe), "--out", str(out), "--quiet"])
+        assert res.exit_code == 0, res.output
+        assert srv.hits("/0.jpg") == 0
+    assert "no candidate survived: 3 rejected by download" in res.output
+    rej = pq.read_table(out / "rejects.parquet").to_pylist()
+    assert len(rej) == 3 and all("loopback" in r["reason"] for r in rej)
+    assert not (out / "shards").exists() and (out / "README.md").is_file()
