@@ -1,7 +1,16 @@
-"""Small helpers shared by the ``fairsets`` command modules."""
+"""Small helpers shared by the ``fairsets`` command modules.
+
+Every CLI error is one line on stderr (the problem, then the fix), exit code 2, no traceback;
+``fairsets --debug …`` (or ``FAIRSETS_DEBUG=1``) adds the traceback. :func:`die` is how a command
+reports an error it expected; :func:`describe` turns any exception that escaped a command into
+that one line (:class:`fairsets.cli.FairsetsApp` calls it at the entry point).
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+import traceback
 from typing import NoReturn
 
 import typer
@@ -10,9 +19,96 @@ from rich.markup import escape
 
 console = Console(stderr=True)
 
+#: Set by ``fairsets --debug``: errors also print their traceback.
+DEBUG = False
 
-def die(message: str, code: int = 2) -> NoReturn:
-    """One line on stderr (rich markup escaped), non-zero exit."""
-    first = str(message).strip().splitlines()[0] if str(message).strip() else "unknown error"
-    console.print(f"[bold red]error:[/] {escape(first)}", highlight=False, soft_wrap=True)
+
+def debug_enabled() -> bool:
+    """``--debug`` was given, or ``FAIRSETS_DEBUG`` is set to something other than 0/empty."""
+    return DEBUG or os.environ.get("FAIRSETS_DEBUG", "").strip() not in ("", "0")
+
+
+def one_line(message: object) -> str:
+    """The message on one line: its lines joined with " | " (tracebacks in messages are not kept)."""
+    lines = [ln.strip() for ln in str(message).strip().splitlines() if ln.strip()]
+    if not lines:
+        return "unknown error"
+    return " | ".join(lines[:10]) + (" | …" if len(lines) > 10 else "")
+
+
+def die(message: str | BaseException, code: int = 2) -> NoReturn:
+    """One line on stderr (rich markup escaped), non-zero exit; with ``--debug`` also the traceback.
+
+    ``message`` may be the exception a command caught: network, file-system and decoding errors
+    then get their fix hint (:func:`explain`), others their own message.
+    """
+    if debug_enabled() and sys.exc_info()[0] is not None:
+        traceback.print_exc(file=sys.stderr)
+    known = explain(message) if isinstance(message, BaseException) else None
+    text = known or one_line(message)
+    console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+_NETWORK_HINT = "check the network connection and the address (or use a cached/local copy)"
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an exception no command handled: the problem and, where known, the fix."""
+    known = explain(exc)
+    if known is not None:
+        return known
+    msg = one_line(exc) if str(exc).strip() else type(exc).__name__
+    return f"{type(exc).__name__}: {msg} (run with --debug for the traceback; please report it)"
+
+
+def explain(exc: BaseException) -> str | None:
+    """One line (problem + fix) for the kinds of error whose fix is known, else ``None``."""
+    import socket
+    import urllib.error
+
+    from .config import RecipeError
+    from .models import ModelUnavailable
+    from .pipeline.step import MissingDependency
+    from .sources import SourceError
+
+    try:
+        from .pipeline.build import BuildError
+    except Exception:  # pragma: no cover - a broken install; still say something useful
+        BuildError = RuntimeError  # type: ignore[misc,assignment]
+    try:
+        from .fetch.retry import HttpStatusError
+    except Exception:  # pragma: no cover
+        HttpStatusError = OSError  # type: ignore[misc,assignment]
+
+    msg = one_line(exc) if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, (RecipeError, SourceError, BuildError, ModelUnavailable, MissingDependency)):
+        return msg  # written as problem + fix already
+    if isinstance(exc, HttpStatusError):
+        return f"{msg} ({_NETWORK_HINT})"
+    if isinstance(exc, (urllib.error.URLError, socket.gaierror, ConnectionError, TimeoutError)):
+        reason = getattr(exc, "reason", None) or msg
+        return f"network: {one_line(reason)} ({_NETWORK_HINT})"
+    if isinstance(exc, UnicodeDecodeError):
+        return (
+            f"a file is not UTF-8 text ({exc.reason} at byte {exc.start}); convert it to UTF-8 "
+            "(run with --debug to see which read failed)"
+        )
+    if isinstance(exc, MemoryError):
+        return "out of memory; use smaller inputs or batches, or a machine with more memory"
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror}; check the path and its permissions"
+    return None
+
+
+def report_unexpected(exc: BaseException) -> NoReturn:
+    """The entry point's catch-all: one line and exit 2, or the traceback under ``--debug``."""
+    if debug_enabled():
+        traceback.print_exception(exc, file=sys.stderr)
+    try:
+        line = describe(exc)
+    except Exception:  # describing must never raise over the real error
+        line = f"{type(exc).__name__}: {one_line(exc)} (run with --debug for the traceback; please report it)"
+    console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    sys.exit(2)

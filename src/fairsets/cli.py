@@ -12,9 +12,30 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ._cli_util import die
+from . import _cli_util
+from ._cli_util import die, report_unexpected
 
-app = typer.Typer(
+
+class FairsetsApp(typer.Typer):
+    """The app, with the entry point's catch-all: an exception no command handled is one line on
+    stderr and exit 2 (``--debug`` adds the traceback); ``typer.Exit``/``SystemExit`` keep their
+    codes and Ctrl-C exits 130."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # the one place that turns any error into one line
+            report_unexpected(exc)
+
+
+def main() -> None:
+    """``fairsets`` (the console script and ``python -m fairsets``)."""
+    app()
+
+
+app = FairsetsApp(
     name="fairsets",
     help="Build, annotate, audit and publish image(-text) datasets for fairness research.",
     no_args_is_help=True,
@@ -37,10 +58,14 @@ def _setup_logging(verbose: bool, quiet: bool) -> None:
 
 
 @app.callback()
-def main(
+def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of an error (also FAIRSETS_DEBUG=1).")
+    ] = False,
 ) -> None:
     """fairsets: balanced, documented datasets for fairness research."""
+    _cli_util.DEBUG = debug
     if verbose:
         logging.getLogger("fairsets").setLevel(logging.DEBUG)
 
@@ -90,7 +115,7 @@ def build_cmd(
             force=force,
         )
     except (RecipeError, SourceError, BuildError, TaskFailed, MissingDependency, FileNotFoundError) as exc:
-        _die(str(exc))
+        _die(exc)
     except BuildStopped as exc:
         _die(str(exc), code=int(exc.code or 1))
     if not quiet:
@@ -141,7 +166,7 @@ def validate_cmd(recipe: Annotated[Path, typer.Argument(help="Recipe TOML.")]) -
         rec = load_recipe(recipe)
         check_sources(rec)
     except (RecipeError, MissingDependency, SourceError) as exc:
-        _die(str(exc))
+        _die(exc)
     typer.echo(f"ok: {rec.name}: {len(rec.steps)} steps, groups {', '.join(rec.groups)}, quota {rec.quota}")
 
 
@@ -218,7 +243,7 @@ def fetch_wikidata_cmd(
             contact=contact,
         )
     except (ValueError, OSError, HttpStatusError, MissingDependency) as exc:
-        _die(str(exc))
+        _die(exc)
     if not quiet:
         c = Console()
         t = Table(title=f"{res['people']} people → {out}")
@@ -305,8 +330,7 @@ def review_import_cmd(
     try:
         decisions = import_review(csv_path, {r["key"]: r for r in rows})
     except (ReviewError, OSError) as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _die(exc)
     write_decisions(workdir / "review" / "decisions.parquet", decisions)
     n = {d: sum(1 for x in decisions if x["decision"] == d) for d in ("accept", "reject")}
     typer.echo(f"{n['accept']} accepted, {n['reject']} rejected; run fairsets build again to apply them")
@@ -333,8 +357,7 @@ def publish_cmd(
     try:
         report = publish(out, repo_id, private=private, revision=revision, dry_run=dry_run)
     except PublishError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _die(exc)
     typer.echo(format_plan(report))
 
 
@@ -351,6 +374,50 @@ _PRETRAINED_HELP = (
 )
 
 
+def _check_dataset(
+    dataset: Path, variant: str | None, splits: list[str] | None, attribute: str, prefer: str
+) -> None:
+    """Fail before any model loads: DATASET must be a published dataset whose variant and splits
+    exist, hold samples and have the ATTRIBUTE column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .audit.dataset import DatasetError, open_dataset
+
+    try:
+        ds = open_dataset(dataset)
+        name = variant or ds.default_variant()
+        chosen = list(splits) if splits else ds.default_splits(name, prefer=prefer)
+        have = ds.splits(name)
+        missing = [s for s in chosen if s not in have]
+        if missing:
+            raise DatasetError(
+                f"{dataset}: variant {name!r} has no split {missing[0]!r} (splits: {', '.join(have)}); "
+                "choose one with --split"
+            )
+        rows = 0
+        for split in chosen:
+            path = ds.root / "metadata" / name / f"{split}.parquet"
+            try:
+                meta = pq.read_metadata(path)
+                columns = pq.read_schema(path).names
+            except (pa.ArrowException, OSError) as exc:
+                why = " ".join(str(exc).split())
+                raise DatasetError(f"{path}: not readable Parquet ({why}); rebuild the dataset") from None
+            if attribute not in columns:
+                raise DatasetError(
+                    f"{path}: no column {attribute!r} (columns: {', '.join(columns)}); choose one with "
+                    "--attribute"
+                )
+            rows += meta.num_rows
+        if rows == 0:
+            raise DatasetError(
+                f"{dataset}: {name}/{'+'.join(chosen)} holds no samples; choose another --variant or --split"
+            )
+    except DatasetError as exc:
+        _die(exc)
+
+
 def _load_vlm(model: str, pretrained: str | None, device: str) -> Any:
     from .models import ModelUnavailable, load_vlm
     from .pipeline.step import MissingDependency
@@ -358,7 +425,7 @@ def _load_vlm(model: str, pretrained: str | None, device: str) -> Any:
     try:
         return load_vlm(model, pretrained, device=device)
     except (ModelUnavailable, MissingDependency, ValueError) as exc:
-        _die(str(exc))
+        _die(exc)
 
 
 @audit_app.command("vlm")
@@ -410,7 +477,15 @@ def audit_vlm_cmd(
         if job_prompts:
             spec = dataclasses.replace(spec, job=(job_prompts[0], job_prompts[1]))
     except (OSError, ValueError) as exc:
-        _die(str(exc))
+        _die(exc)
+    _check_dataset(dataset, variant, split, attribute, prefer="test")
+    if debias is not None:
+        from .debias.transform import DebiasTransform
+
+        try:
+            DebiasTransform.load(debias)
+        except (OSError, ValueError) as exc:
+            _die(exc)
     vlm = _load_vlm(model, pretrained, device)
     try:
         doc = run_vlm_audit(
@@ -428,7 +503,7 @@ def audit_vlm_cmd(
             progress=Progress(False if quiet else None),
         )
     except (DatasetError, MissingDependency, ValueError, OSError) as exc:
-        _die(str(exc))
+        _die(exc)
     if quiet:
         return
     table = Table(title=f"{doc['model_id']} on {doc['dataset']} ({doc['variant']}/{','.join(doc['splits'])})")
@@ -480,7 +555,15 @@ def audit_utility_cmd(
     try:
         transform = DebiasTransform.load(debias) if debias else None
     except (OSError, ValueError) as exc:
-        _die(str(exc))
+        _die(exc)
+    from .audit.utility import iter_labelled
+
+    try:  # the data's shape (and its first image) before any model loads
+        first = next(iter_labelled(data, label_column=label_column, image_column=image_column), None)
+    except (OSError, ValueError) as exc:
+        _die(exc)
+    if first is None:
+        _die(f"{data}: no labelled image found; give a folder of class sub-folders of images, or Parquet")
     vlm = _load_vlm(model, pretrained, device)
     try:
         res = evaluate_utility(
@@ -494,7 +577,7 @@ def audit_utility_cmd(
             progress=Progress(False if quiet else None),
         )
     except (ValueError, OSError) as exc:
-        _die(str(exc))
+        _die(exc)
     text = json.dumps(res, indent=2, ensure_ascii=False) + "\n"
     if out:
         atomic_write_text(out / "utility.json", text)
@@ -551,6 +634,11 @@ def debias_fit_cmd(
     from .pipeline.step import MissingDependency
 
     _setup_logging(False, quiet)
+    from .debias.transform import METHODS
+
+    if method not in METHODS:
+        _die(f"--method must be one of {', '.join(sorted(METHODS))}, not {method!r}")
+    _check_dataset(dataset, variant, split, attribute, prefer="train")
     vlm = _load_vlm(model, pretrained, device)
     kwargs: dict[str, Any] = {"max_iter": max_iter, "seed": seed} if method == "inlp" else {}
     try:
@@ -570,7 +658,7 @@ def debias_fit_cmd(
             **kwargs,
         )
     except (DatasetError, MissingDependency, ValueError, OSError) as exc:
-        _die(str(exc))
+        _die(exc)
     if not quiet:
         meta = tr.meta
         extra = ""
@@ -597,7 +685,7 @@ def debias_apply_cmd(
     try:
         apply_to_file(transform, embeddings, out)
     except (OSError, ValueError) as exc:
-        _die(str(exc))
+        _die(exc)
     typer.echo(f"wrote {out}")
 
 
@@ -617,12 +705,8 @@ def card_update_cmd(
     try:
         path = update_card(dataset, audit)
     except (OSError, ValueError) as exc:
-        _die(str(exc))
+        _die(exc)
     typer.echo(f"updated {path}")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    app()
 
 
 geo_app = typer.Typer(
@@ -639,3 +723,7 @@ def _register_geo() -> None:
 
 
 _register_geo()
+
+
+if __name__ == "__main__":  # pragma: no cover - after every command is registered
+    main()

@@ -25,9 +25,11 @@ clients whose sockets are out of reach (``requests``, SPARQLWrapper) wrap the bl
 from __future__ import annotations
 
 import email.utils
+import errno
 import logging
 import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -108,9 +110,35 @@ def parse_retry_after(value: str | float | int | None, now: float | None = None)
     return max(0.0, when.timestamp() - now)
 
 
+_UNREACHABLE_ERRNOS = {errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL}
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) says the host cannot be reached at all: connection
+    refused, name not resolvable, network or host unreachable. Retrying does not help there (the
+    network is down, or the address is wrong), so such errors fail at once instead of after
+    minutes of backoff."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (ConnectionRefusedError, socket.gaierror)):
+            return True
+        if isinstance(e, OSError) and e.errno in _UNREACHABLE_ERRNOS:
+            return True
+        reason = getattr(e, "reason", None)  # urllib.error.URLError
+        todo += [e.__cause__, e.__context__, reason if isinstance(reason, BaseException) else None]
+    return False
+
+
 def _retryable(exc: BaseException, policy: RetryPolicy) -> bool:
     if isinstance(exc, HttpStatusError):
         return exc.status in policy.statuses
+    if unreachable(exc):
+        return False
     # connection resets, timeouts: transient by nature
     return isinstance(exc, (TimeoutError, ConnectionError))
 
@@ -126,7 +154,8 @@ def call_with_retry(
     """Call ``fn`` until it returns, retrying transient failures per ``policy``.
 
     ``fn`` signals a retryable HTTP answer by raising :class:`HttpStatusError`; ``TimeoutError``
-    and ``ConnectionError`` are retried too, and ``retry_on(exc)`` may widen that. A
+    and ``ConnectionError`` are retried too, except when the host cannot be reached at all
+    (:func:`unreachable`: refused, unresolvable), and ``retry_on(exc)`` may widen that. A
     ``Retry-After`` on the error wins over the backoff (capped at ``policy.max_wait``). The last
     exception is re-raised when attempts run out; non-retryable ones are raised at once.
     """

@@ -143,7 +143,7 @@ def register(app: typer.Typer) -> None:
         try:
             check_requires("fairsets geo analyze", _GEO_REQUIRES)
         except MissingDependency as exc:
-            die(str(exc))
+            die(exc)
         from ..pipeline.progress import Progress
         from .analyze import ANALYSIS_FILE, DEFAULT_BOOTSTRAP, REPORT_FILE, run_analysis
         from .diversity import ImageEncoder, TextEncoder
@@ -161,7 +161,7 @@ def register(app: typer.Typer) -> None:
 
                 image = ImageEncoder(load_vlm(image_model, pretrained, device=device), batch_size=batch_size)
         except (ModelUnavailable, MissingDependency, ValueError) as exc:
-            die(str(exc))
+            die(exc)
         try:
             doc = run_analysis(
                 profiled,
@@ -181,7 +181,7 @@ def register(app: typer.Typer) -> None:
                 progress=Progress(False if quiet else None),
             )
         except (FileNotFoundError, ValueError, OSError) as exc:
-            die(str(exc))
+            die(exc)
         if quiet:
             return
         _summary(doc)
@@ -226,7 +226,7 @@ def register(app: typer.Typer) -> None:
         try:
             check_requires("fairsets geo reference", (("pandas", "geo"),))
         except MissingDependency as exc:
-            die(str(exc))
+            die(exc)
         from .reference import WORLD_BANK_INDICATORS, fetch_worldbank, write_reference
 
         try:
@@ -239,7 +239,7 @@ def register(app: typer.Typer) -> None:
             )
             path = write_reference(table, out)
         except (ValueError, OSError, HttpStatusError) as exc:
-            die(str(exc))
+            die(exc)
         n_gdp = int(table["gdp"].notna().sum()) if "gdp" in table else 0
         n_pop = int(table["population"].notna().sum()) if "population" in table else 0
         typer.echo(

@@ -30,7 +30,7 @@ def _load_vlm(model: str, pretrained: str | None, device: str) -> Any:
     try:
         return load_vlm(model, pretrained, device=device)
     except (ModelUnavailable, MissingDependency, ValueError) as exc:
-        die(str(exc))
+        die(exc)
 
 
 def _ood_option(ood_countries: str | None) -> list[str] | None:
@@ -128,7 +128,7 @@ def register(app: typer.Typer) -> None:
         try:
             ann = load_annotations(annotations, entity=entity)
         except (OSError, ValueError) as exc:
-            die(str(exc))
+            die(exc)
         if not (entity or ann.entity):
             die("name the entity with --entity (the CSV has no entity column)")
         vlm = _load_vlm(model, pretrained, device)
@@ -145,7 +145,7 @@ def register(app: typer.Typer) -> None:
             if report is not None:
                 atomic_write_text(report, json.dumps(result.report, indent=2, sort_keys=True) + "\n")
         except (OSError, ValueError, MissingDependency) as exc:
-            die(str(exc))
+            die(exc)
         rep = result.report
         if data.rejected:
             first = data.rejected[0]
@@ -225,7 +225,7 @@ def register(app: typer.Typer) -> None:
         try:
             clf = EntityPresenceClassifier.load(classifier)
         except (OSError, ValueError) as exc:
-            die(str(exc))
+            die(exc)
         enc = clf.encoder
         if model is None:
             if not enc.get("spec"):
@@ -243,7 +243,7 @@ def register(app: typer.Typer) -> None:
                 progress=Progress(False if quiet else None),
             )  # fmt: skip
         except (OSError, ValueError, MissingDependency) as exc:
-            die(str(exc))
+            die(exc)
         if res.errors:
             typer.echo(f"{res.errors} row(s) with an unreadable image (entity_error says why)", err=True)
         if quiet:

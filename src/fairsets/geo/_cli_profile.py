@@ -94,12 +94,18 @@ def register(app: typer.Typer) -> None:
         """Map captions to countries (ISO 3166-1 alpha-3, empty for none), one row per input, in order."""
         from ..pipeline.executors import TaskFailed
         from ..pipeline.progress import Progress
-        from .profile import ProfileError, profile_file, profile_shards
+        from .profile import CAPTION_FORMATS, ProfileError, profile_file, profile_shards
 
         if executor not in ("local", "ray"):
             die(f"--executor must be 'local' or 'ray', not {executor!r}")
         shard_mode = len(inputs) > 1 or inputs[0].is_dir()
         progress = Progress(False) if quiet else None
+        for p in inputs:  # before the method loads (a gazetteer, a model, a server check)
+            if not p.exists():
+                die(f"{p}: no such file or folder")
+        if not shard_mode and inputs[0].suffix.lower() not in CAPTION_FORMATS:
+            kind = inputs[0].suffix or "(none)"
+            die(f"{inputs[0]}: unsupported format {kind}; use one of {', '.join(CAPTION_FORMATS)}")
         m = build_method(method, option)
         try:
             if shard_mode:
@@ -124,7 +130,7 @@ def register(app: typer.Typer) -> None:
                 )
                 where = target
         except (ProfileError, TaskFailed, OSError, ValueError) as exc:
-            die(str(exc))
+            die(exc)
         finally:
             m.close()
         n, k = summary["captions"], summary["with_country"]
@@ -162,7 +168,7 @@ def register(app: typer.Typer) -> None:
         try:
             captions, gold = load_labelled(labelled)
         except (LabelError, ProfileError, OSError) as exc:
-            die(str(exc))
+            die(exc)
         results: dict[str, dict[str, Any]] = {}
         for name in method or ["offline"]:
             m = build_method(name, option if len(method or []) <= 1 else None)

@@ -59,6 +59,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import io
 import json
 import logging
 import math
@@ -74,6 +75,7 @@ from fairsets.geo.countries import country as country_info
 from fairsets.geo.countries import fold, is_none_answer, normalize_country
 from fairsets.pipeline.progress import Progress
 from fairsets.publish.checked_npz import array_sha256, read_checked_npz, write_checked_npz
+from fairsets.textfile import decode_text, read_text
 
 if TYPE_CHECKING:
     from fairsets.audit.embeddings import EmbeddingCache
@@ -216,7 +218,7 @@ def load_annotations(csv_path: str | os.PathLike[str], *, entity: str | None = N
     if not path.is_file():
         raise FileNotFoundError(f"annotation CSV not found: {path}")
     base = path.resolve().parent
-    with open(path, newline="", encoding="utf-8-sig") as f:
+    with io.StringIO(read_text(path), newline="") as f:  # TextFileError names the file and line
         reader = csv.reader(f)
         try:
             header = [h.strip().lower() for h in next(reader)]
@@ -1453,8 +1455,9 @@ def _open_table(path: Path, image_column: str | None, chunk_rows: int) -> tuple[
     elif suffix == ".csv":
         import pyarrow.csv as pcsv
 
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            head = next(csv.reader(f), [])
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20)
+        head = next(csv.reader([decode_text(first, path).rstrip("\r\n")]), [])
         strings = {name: pa.string() for name in head if name in ("image", "image_path", image_column)}
         table = pcsv.read_csv(
             path, convert_options=pcsv.ConvertOptions(column_types=strings, strings_can_be_null=True)

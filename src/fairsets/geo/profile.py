@@ -26,6 +26,7 @@ from typing import Any
 
 from ..pipeline.progress import Progress
 from ..publish.atomic import atomic_path, atomic_write_text, sha256_file
+from ..textfile import TextFileError, read_text
 from .methods import GeoMethod, method_from_spec
 
 __all__ = [
@@ -50,22 +51,30 @@ class ProfileError(ValueError):
     """An input that cannot be profiled (unknown format, no caption column)."""
 
 
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def read_table(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows and column names of a caption file (``.txt`` → one ``caption`` per line)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if not path.is_file():
         raise ProfileError(f"{path}: no such file")
+    if suffix in (".txt", ".csv", ".tsv", ".jsonl"):
+        try:
+            text = read_text(path, bom=suffix != ".txt")
+        except TextFileError as exc:
+            raise ProfileError(str(exc)) from None
     if suffix == ".txt":
-        text = path.read_text(encoding="utf-8")
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()  # the final newline ends the last line; it is not another caption
         return [{"caption": line.rstrip("\r")} for line in lines], ["caption"]
     if suffix in (".csv", ".tsv"):
-        with path.open(encoding="utf-8-sig", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
-            rows = []
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if suffix == ".tsv" else ",")
+        rows = []
+        try:
             for row in reader:
                 if None in row:  # fields beyond the header: the columns would be shifted
                     n, have = len(reader.fieldnames or []), len(reader.fieldnames or []) + len(row[None])
@@ -74,17 +83,34 @@ def read_table(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
                         "quote values that contain the delimiter"
                     )
                 rows.append(row)
-            return rows, list(reader.fieldnames or [])
+        except csv.Error as exc:
+            raise ProfileError(f"{path}: line {reader.line_num}: not valid CSV ({exc})") from None
+        return rows, list(reader.fieldnames or [])
     if suffix == ".jsonl":
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                raise ProfileError(f"{path}: line {number}: not JSON ({exc})") from None
+            if not isinstance(row, dict):
+                kind = type(row).__name__
+                raise ProfileError(f"{path}: line {number}: one JSON object per line expected, not {kind}")
+            rows.append(row)
         columns: list[str] = []
         for r in rows:
             columns.extend(k for k in r if k not in columns)
         return rows, columns
     if suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pq.read_table(path)
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise ProfileError(f"{path}: not a readable Parquet file ({_reason(exc)})") from None
         return table.to_pylist(), table.column_names
     raise ProfileError(
         f"{path}: unsupported format {suffix or '(none)'}; use one of {', '.join(CAPTION_FORMATS)}"

@@ -101,4 +101,15 @@ def load_vlm(model: str, pretrained: str | None = None, *, device: str = "cpu") 
     family, name = parse_model_spec(model)
     loader = MODELS.get(family)
     check_requires(f"the {family} model family", (("torch", "vlm"), *getattr(loader, "requires", ())))
-    return loader.load(name, pretrained, device=device)
+    from .hub import hub_access
+
+    with hub_access() as offline:
+        try:
+            return loader.load(name, pretrained, device=device)
+        except ModelUnavailable as e:
+            if offline is None:
+                raise
+            raise ModelUnavailable(
+                f"{offline}, so only local or cached weights can load: {e} "
+                "(--pretrained none builds random weights for dry runs)"
+            ) from e

@@ -59,6 +59,19 @@ class WikidataParams(_CellParams):
     """Contact for the User-Agent (default: $FAIRSETS_CONTACT)."""
 
 
+def _service_failed(service: str, url: str, exc: BaseException, cache: Path | None) -> str:
+    """One line for a web service that could not answer: what, why, and what to do."""
+    from ..fetch.retry import unreachable
+
+    reason = " ".join(str(getattr(exc, "reason", None) or exc).split()) or type(exc).__name__
+    kept = f"; answers already received are cached in {cache}, so a re-run resumes" if cache else ""
+    if unreachable(exc):
+        fix = "check the network connection (and any proxy), or the address in the recipe"
+    else:
+        fix = "try again later, or check the address in the recipe"
+    return f"source wikidata: {service} at {url} failed ({reason}); {fix}{kept}"
+
+
 @SOURCES.register("wikidata")
 class WikidataSource(Source):
     Params = WikidataParams
@@ -82,30 +95,38 @@ class WikidataSource(Source):
         return chosen
 
     def scan(self) -> list[dict[str, Any]]:
-        from .commons import file_info, license_row_fields
-        from .wikidata import assign_states, fetch_people
+        from ..fetch.retry import HttpStatusError
+        from .commons import CommonsError, file_info, license_row_fields
+        from .wikidata import SparqlResponseError, assign_states, fetch_people
 
         p = self.params
         for attr in (p.state_attr, p.gender_attr):
             if attr not in self.groups:
                 raise SourceError(f"source wikidata: the recipe's groups must include {attr!r}")
         cache = _cache_dir(self, p.cache_dir)
-        people = fetch_people(
-            self._states(),
-            list(p.genders),
-            endpoint=p.endpoint,
-            cache_dir=cache,
-            page_size=p.page_size,
-            contact=p.contact,
-        )
+        states = self._states()
+        try:
+            people = fetch_people(
+                states,
+                list(p.genders),
+                endpoint=p.endpoint,
+                cache_dir=cache,
+                page_size=p.page_size,
+                contact=p.contact,
+            )
+        except (OSError, HttpStatusError, SparqlResponseError) as exc:
+            raise SourceError(_service_failed("the Wikidata query service", p.endpoint, exc, cache)) from None
         assigned = assign_states(people)
-        infos = file_info(
-            sorted({r["file"] for r in assigned}),
-            api_url=p.commons_api,
-            width=p.width,
-            cache_dir=cache,
-            contact=p.contact,
-        )
+        try:
+            infos = file_info(
+                sorted({r["file"] for r in assigned}),
+                api_url=p.commons_api,
+                width=p.width,
+                cache_dir=cache,
+                contact=p.contact,
+            )
+        except (OSError, HttpStatusError, CommonsError) as exc:
+            raise SourceError(_service_failed("the Commons API", p.commons_api, exc, cache)) from None
         rows = []
         for r in assigned:
             info = infos[r["file"]]
