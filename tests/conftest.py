@@ -26,3 +26,40 @@ def example_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("example") / "out"
     build(load_recipe(ROOT / "builders" / "example.toml"), out)
     return out
+
+
+@pytest.fixture(scope="session")
+def two_state_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example's candidates with one person per state (Eileen Collins in Kerala, Grace Hopper
+    in Assam), built once per session: two groups in ``train`` for the audit and debiasing tests.
+
+    With one identity per cell the split is forced to ``train`` (no test split); the example itself
+    keeps both people in one cell so that its identity-disjoint split has a ``test`` part.
+    """
+    import csv
+    import importlib.util
+
+    from fairsets.config import parse_recipe, tomllib
+    from fairsets.pipeline.build import build
+
+    base = tmp_path_factory.mktemp("two-state")
+    spec = importlib.util.spec_from_file_location("fairsets_example_hook", ROOT / "builders" / "example.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    listing = base / "candidates.csv"
+    hook.write_candidates(listing)
+    with listing.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        if row["identity"] == "grace-hopper":
+            row["state"] = "Assam"
+    with listing.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    data = tomllib.loads((ROOT / "builders" / "example.toml").read_text(encoding="utf-8"))
+    data["source"] = {"type": "local", "path": listing.name}
+    out = base / "out"
+    build(parse_recipe(data, base_dir=base), out)
+    return out

@@ -12,8 +12,8 @@ from fairsets.publish.manifest import verify_layout
 
 
 @pytest.fixture
-def dataset(example_out, tmp_path):
-    return copy_dataset(example_out, tmp_path / "ds")
+def dataset(two_state_out, tmp_path):
+    return copy_dataset(two_state_out, tmp_path / "ds")
 
 
 def test_images_are_embedded_once_and_reused(dataset, clip_vlm):
@@ -126,4 +126,4 @@ def test_missing_split_and_variant_are_named(dataset):
     with pytest.raises(DatasetError, match="no variant 'nope'"):
         ds.splits("nope")
     assert ds.default_variant() == "balanced"
-    assert ds.default_splits("balanced") == ["train"]  # no test split in the example
+    assert ds.default_splits("balanced") == ["train"]  # one identity per cell: no test split

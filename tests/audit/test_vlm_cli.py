@@ -1,4 +1,5 @@
-"""`fairsets audit vlm` / `debias fit|apply` / `card update` end to end on the offline example.
+"""`fairsets audit vlm` / `debias fit|apply` / `card update` end to end on the offline example's
+photos with one person per state (the `two_state_out` fixture: two groups in `train`).
 
 Random weights (``--pretrained none``): nothing is downloaded. The numbers say nothing about a
 real model; what is checked is that the audit measures what it says it measures on the
@@ -29,10 +30,10 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def audited(example_out, tmp_path_factory, clip_vlm):
+def audited(two_state_out, tmp_path_factory, clip_vlm):
     """The issue's command, run once: the dataset copy and the audit folder."""
     base = tmp_path_factory.mktemp("audit")
-    dataset = copy_dataset(example_out, base / "ds")
+    dataset = copy_dataset(two_state_out, base / "ds")
     out = base / "audit"
     args = ["audit", "vlm", str(dataset), "--model", "ViT-B-32", "--pretrained", "none"]
     result = runner.invoke(app, [*args, "--attribute", "state", "--k", "4", "--out", str(out)])
