@@ -25,7 +25,8 @@ The summary (produced by the build) is a dict::
                  "variants": {variant: {"train": int, "test": int, "real": int, "augmented": int}},
                  "notes": [str, ...]}],
       "warnings": [str, ...],
-      "sources": {source_name: count}, "licenses": {spdx: count},
+      "sources": {source_name: count}, "licenses": {spdx: count},   # counts of source images
+      "license_files": {spdx: count},   # optional: published files incl. augmented copies
       "versions": {package: version}, "recipe": {...},
       # optional: "task_categories", "tags", "contact", "citation", "notes" (str or list, shown
       # under the description), "biases", "limitations" (lists of extra bullet points)
@@ -45,6 +46,16 @@ API:
       allowed values, the ``configs`` structure (one ``default``), and with ``out_dir`` that
       every ``data_files`` glob matches at least one file.
     * ``size_category(n) -> str``, ``hf_license(spdx_ids) -> dict``.
+    * ``load_snippets(summary) -> [(intro, code)]`` — the "How to load" snippets, written from the
+      splits and shards in ``summary["variants"]`` (never a split that was not written).
+    * ``md_text(value) -> Md``, ``md_code(value) -> Md``, ``dump_header(header) -> str``.
+
+Escaping: everything that came from data (group values, titles, notes, warnings, source and
+package names, parameters) is data. The template's ``{{ value }}`` is escaped by
+:func:`md_text` (one line, ``&<>`` as entities, Markdown punctuation backslash-escaped) unless
+the value is :class:`Md`, Markdown written here (tables, code spans, snippets); JSON in code is
+written with ``\\u003c``-style escapes; the YAML header with PyYAML, a ``<`` that could open a
+tag as ``\\u003c``. So no HTML, link, heading or table column can come from data.
 
 ``huggingface_hub`` has no offline validator: ``DatasetCard.validate()`` posts the card to the
 Hub's ``/api/validate-yaml`` endpoint, so the allowed lists below are embedded (copied from the
