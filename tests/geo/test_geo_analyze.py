@@ -122,6 +122,13 @@ def test_load_profile_reads_a_folder_of_shards_and_jsonl(tmp_path: Path) -> None
         load_profile(tmp_path / "p.txt")
     with pytest.raises(FileNotFoundError, match="not found"):
         load_profile(tmp_path / "missing.csv")
+    # unquoted commas in every row: pandas would make the first field an index and shift the rest
+    (tmp_path / "shifted.csv").write_text("caption,country\nhello, world,FRA\nbye, all,IND\n")
+    with pytest.raises(ValueError, match=r"shifted\.csv: its rows have more fields than the header"):
+        load_profile(tmp_path / "shifted.csv")
+    (tmp_path / "some.csv").write_text("caption,country\nhello,FRA\nbye, all,IND\n")
+    with pytest.raises(ValueError, match=r"some\.csv is not a readable CSV file: .*line 3"):
+        load_profile(tmp_path / "some.csv")
 
 
 def test_load_profile_rejects_unknown_countries_and_missing_column() -> None:

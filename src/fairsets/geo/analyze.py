@@ -229,7 +229,15 @@ def _read_file(path: Path, skip: Sequence[str] = ()) -> tuple[pd.DataFrame, list
             frame = pd.read_json(path, lines=True, dtype=False)
         else:
             sep = "\t" if path.suffix.lower() == ".tsv" else ","
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False, sep=sep)
+            with warnings.catch_warnings():
+                # Rows with more fields than the header (unquoted delimiters) would silently make
+                # the first column an index and shift the others: refuse them.
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                frame = pd.read_csv(path, dtype=str, keep_default_na=False, sep=sep, index_col=False)
+    except pd.errors.ParserWarning:
+        raise ValueError(
+            f"{path}: its rows have more fields than the header; quote values that contain {sep!r}"
+        ) from None
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ValueError(f"{path} is not a readable {path.suffix[1:].upper()} file: {e}") from None
     names = [str(c) for c in frame.columns]
