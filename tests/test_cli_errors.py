@@ -210,6 +210,11 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
         ["geo", "profile", "{d}/notes.docx", "-o", "{d}/p.csv"],
         ("unsupported format .docx",),
     ),
+    (
+        "geo-profile-out-under-a-file",
+        ["geo", "profile", "{d}/cap.csv", "-o", "{d}/bin.txt/p.csv", "-m", "string"],
+        ("bin.txt: a file is where a folder must be created",),
+    ),
     ("geo-profile-empty-csv", ["geo", "profile", "{d}/empty.csv", "-o", "{d}/p.csv"], ("no caption column",)),
     (
         "geo-evaluate-binary",
@@ -304,6 +309,16 @@ def test_fetch_wikidata_down_fails_fast(tmp_path: Path, capsys: pytest.CaptureFi
     )
     assert_one_line_error(code, err, "Connection refused", "check the network")
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.timeout(60)
+def test_llm_endpoint_down_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "cap.csv").write_text("caption\nA street in Paris\n")
+    port = closed_port()
+    args = ["geo", "profile", tmp_path / "cap.csv", "-o", tmp_path / "p.csv", "-m", "llm"]
+    code, _, err = run_cli([*args, "-O", f"base_url=http://127.0.0.1:{port}/v1", "-O", "model=m"], capsys)
+    line = assert_one_line_error(code, err, f"could not reach the llm endpoint 127.0.0.1:{port}", "base_url")
+    assert "please report" not in line  # an expected error, not a bug
 
 
 @pytest.mark.timeout(120)

@@ -84,6 +84,8 @@ def explain(exc: BaseException) -> str | None:
     msg = one_line(exc) if str(exc).strip() else type(exc).__name__
     if isinstance(exc, (RecipeError, SourceError, BuildError, ModelUnavailable, MissingDependency)):
         return msg  # written as problem + fix already
+    if type(exc).__module__.startswith("fairsets.") and str(exc).strip():
+        return msg  # fairsets' own error types (LLMServiceError, CommonsError, ...) say what to do
     if isinstance(exc, HttpStatusError):
         return f"{msg} ({_NETWORK_HINT})"
     if isinstance(exc, (urllib.error.URLError, socket.gaierror, ConnectionError, TimeoutError)):
@@ -96,6 +98,10 @@ def explain(exc: BaseException) -> str | None:
         )
     if isinstance(exc, MemoryError):
         return "out of memory; use smaller inputs or batches, or a machine with more memory"
+    if isinstance(exc, FileExistsError) and exc.filename and os.path.isfile(exc.filename):
+        return f"{exc.filename}: a file is where a folder must be created; choose another path"
+    if isinstance(exc, NotADirectoryError) and exc.filename:
+        return f"{exc.filename}: part of this path is a file, not a folder; choose another path"
     if isinstance(exc, OSError) and exc.strerror:
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror}; check the path and its permissions"

@@ -248,12 +248,16 @@ class TextEncoder:
         ensure_torchvision()  # sentence-transformers imports transformers, which imports torchvision
         from sentence_transformers import SentenceTransformer
 
-        try:
-            self.model = SentenceTransformer(source, device=device)
-        except Exception as e:  # any loader failure (offline hub, bad folder) is "model unavailable"
-            raise ModelUnavailable(
-                f"cannot load sentence model {source!r} ({type(e).__name__}: {e}); {_MINILM_HELP}"
-            ) from e
+        from ..models.hub import hub_access
+
+        with hub_access() as offline:  # no hub: fail at once (cached models still load), not after retries
+            try:
+                self.model = SentenceTransformer(source, device=device)
+            except Exception as e:  # any loader failure (offline hub, bad folder) is "model unavailable"
+                why = f"{offline}, so only local or cached models load; " if offline else ""
+                raise ModelUnavailable(
+                    f"cannot load sentence model {source!r} ({why}{type(e).__name__}: {e}); {_MINILM_HELP}"
+                ) from e
         self.source = source
         self.batch_size = batch_size
         minilm = spec.strip().lower() == "minilm"
