@@ -51,6 +51,8 @@ def test_every_licence_refused_publishes_nothing_and_says_why(tmp_path: Path) ->
     assert manifest["counts"]["candidates"] == 6 and manifest["counts"]["published"] == {}
     assert manifest["counts"]["accepted"] == 0
     assert sorted(manifest["files"]) == ["ATTRIBUTION.md", "README.md", "rejects.parquet"]
+    res = CliRunner().invoke(app, ["publish", str(out), "--repo-id", "org/name", "--dry-run"])
+    assert res.exit_code == 2 and "the build published no samples" in res.output
 
 
 @pytest.mark.timeout(120)

@@ -176,6 +176,15 @@ def upload_plan(out_dir: str | os.PathLike[str]) -> list[PlannedFile]:
         PublishError: Listing every problem found, one per line.
     """
     root = Path(out_dir)
+    try:
+        published = json.loads((root / MANIFEST).read_text(encoding="utf-8"))["counts"]["published"]
+    except (OSError, ValueError, KeyError, TypeError):  # verify_layout below names the problem
+        published = None
+    if published == {}:
+        raise PublishError(
+            f"{root}: the build published no samples (no candidate survived: see its README.md and "
+            "rejects.parquet); nothing to upload: fix the recipe or its sources and build again"
+        )
     problems = verify_layout(root)
     if problems:
         raise PublishError(
