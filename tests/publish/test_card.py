@@ -130,7 +130,10 @@ def test_custom_template(layout: tuple[Path, dict[str, Any]], tmp_path: Path) ->
     assert text.endswith("# Tiny Faces\n") and DatasetCard(text).data.pretty_name == "Tiny Faces"
 
 
-HOSTILE = "<script>alert(1)</script> | a`b` *c* [x](javascript:alert(1)) <img src=x onerror=alert(1)> & $y$"
+HOSTILE = (
+    "<script>alert(1)</script> | a`b` *c* [x](javascript:alert(1)) <img src=x onerror=alert(1)> & $y$"
+    " \u202egnp.exe\x00\u200b"
+)
 
 
 def _tables(text: str) -> list[list[str]]:
@@ -175,14 +178,16 @@ def test_data_in_the_card_is_escaped(layout: tuple[Path, dict[str, Any]]) -> Non
     text = render_card(summary)
 
     assert "<script" not in text and "<img" not in text and "<x" not in text.lower()
+    assert not {"\u202e", "\x00", "\u200b"} & set(text)  # no bidi, zero-width or control character
     body = text.split("---\n", 2)[2]
     prose = re.sub(r"(?<!\\)`[^`]*`", "", body.split("## Licences")[0])  # code spans are literal
     assert not re.search(r"(?<!\\)\]\(", prose)  # no link made from data
     # the YAML header parses (with PyYAML and huggingface_hub) and keeps the values, on one line
     header = yaml.safe_load(text.split("---\n", 2)[1])
-    assert header["pretty_name"] == " ".join(title.split())
+    shown = " ".join(title.replace("\u202e", "").replace("\x00", "").replace("\u200b", "").split())
+    assert header["pretty_name"] == shown
     assert header["tags"][-4:] == ["<script>", "a: b", "- c", "#d"]
-    assert DatasetCard(text).data.pretty_name == " ".join(title.split())
+    assert DatasetCard(text).data.pretty_name == shown
     # nothing from data became a heading: the headings are the template's
     headings = [line for line in text.splitlines() if line.startswith("#")]
     assert headings[0].startswith("# Tiny") and "\\#1" in headings[0]

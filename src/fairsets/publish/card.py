@@ -70,6 +70,7 @@ import html
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -272,7 +273,7 @@ def card_header(summary: Mapping[str, Any]) -> dict[str, Any]:
     variants = summary["variants"]
     default = _default_variant(summary)
     # one line: a title, and no value line of the header can then look like the closing "---"
-    title = " ".join(str(summary.get("pretty_name") or summary["name"]).split())
+    title = " ".join(_printable(summary.get("pretty_name") or summary["name"]).split())
     header: dict[str, Any] = {"pretty_name": title}
     header.update(hf_license(summary.get("license") or []))
     header["task_categories"] = list(summary.get("task_categories") or DEFAULT_TASKS)
@@ -410,6 +411,12 @@ _MD_PUNCT = re.compile(r"([\\`*_\[\]#|~$])")
 _BLOCK_START = re.compile(r"^(\d+)([.)])(?=\s|$)")
 
 
+def _printable(value: Any) -> str:
+    """``str(value)`` without control or format characters (bidi overrides, zero-width spaces, NUL);
+    whitespace is kept (callers collapse it)."""
+    return "".join(c for c in str(value) if c.isspace() or unicodedata.category(c) not in ("Cc", "Cf"))
+
+
 def md_text(value: Any) -> Md:
     """``value`` as one line of inert Markdown text: whitespace (newlines included) collapsed to single
     spaces, ``&``, ``<`` and ``>`` HTML-escaped, Markdown punctuation (backticks, ``|``, brackets,
@@ -417,7 +424,7 @@ def md_text(value: Any) -> Md:
 
     Safe anywhere a line of text goes: a paragraph, a list item, a heading or a table cell.
     """
-    text = html.escape(" ".join(str(value).split()), quote=False)
+    text = html.escape(" ".join(_printable(value).split()), quote=False)
     text = _MD_PUNCT.sub(r"\\\1", text)
     text = _BLOCK_START.sub(r"\1\\\2", text)
     if text[:1] in ("-", "+", "="):  # a list marker or a setext underline ("&gt;" is no quote marker)
@@ -428,10 +435,29 @@ def md_text(value: Any) -> Md:
 def _json_inline(value: Any) -> str:
     """JSON for a code span or block: same value, but ``<``, ``>``, ``&``, backticks and ``|`` written as
     ``\\uXXXX`` escapes so that no HTML tag, code fence or table column can be formed."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
-    for ch in "<>&`|":
-        text = text.replace(ch, f"\\u{ord(ch):04x}")
-    return text
+    return _escape_json(json.dumps(value, sort_keys=True, ensure_ascii=False), "<>&`|")
+
+
+def _escape_json(text: str, specials: str, python: bool = False) -> str:
+    """Write ``specials`` and every control or format character (bidi overrides, zero-width
+    spaces; not the newlines of an indented dump) of JSON/Python literal ``text`` as escapes.
+
+    Such characters only ever occur inside string literals there, where an escape keeps the value.
+    """
+
+    def esc(c: str) -> str:
+        n = ord(c)
+        if n <= 0xFFFF:
+            return f"\\u{n:04x}"
+        if python:
+            return f"\\U{n:08x}"
+        n -= 0x10000
+        return f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}"
+
+    return "".join(
+        esc(c) if c in specials or (c != "\n" and unicodedata.category(c) in ("Cc", "Cf")) else c
+        for c in text
+    )
 
 
 def md_code(value: Any) -> Md:
@@ -472,10 +498,7 @@ def _cell_label(cell: Mapping[str, Any], groups: list[str]) -> list[str]:
 
 def _json_block(value: Any) -> str:
     """Indented JSON for a fenced block, with ``<``, ``>``, ``&`` and backticks as ``\\uXXXX`` escapes."""
-    text = json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
-    for ch in "<>&`":
-        text = text.replace(ch, f"\\u{ord(ch):04x}")
-    return text
+    return _escape_json(json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False), "<>&`")
 
 
 def _fenced(text: str, lang: str) -> str:
@@ -488,10 +511,7 @@ def _fenced(text: str, lang: str) -> str:
 def _py(value: Any) -> str:
     """A Python string literal for ``value``: JSON's escapes are Python's, and ``<``, ``>``, ``&`` and
     backticks are escaped too, so no tag or fence can appear in the card's text."""
-    text = json.dumps(str(value), ensure_ascii=False)
-    for ch in "<>&`":
-        text = text.replace(ch, f"\\u{ord(ch):04x}")
-    return text
+    return _escape_json(json.dumps(str(value), ensure_ascii=False), "<>&`", python=True)
 
 
 def _sql_name(name: str) -> str:
