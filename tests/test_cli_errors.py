@@ -158,7 +158,7 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     (
         "debias-apply-binary",
         ["debias", "apply", "{d}/bin.npz", "{d}/bin.npy", "-o", "{d}/x.npy"],
-        ("bin.npz",),
+        ("bin.npz", "not an .npz archive"),
     ),
     (
         "debias-apply-folder",
@@ -214,6 +214,11 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
         "geo-profile-out-under-a-file",
         ["geo", "profile", "{d}/cap.csv", "-o", "{d}/bin.txt/p.csv", "-m", "string"],
         ("bin.txt: a file is where a folder must be created",),
+    ),
+    (
+        "geo-profile-no-shards",
+        ["geo", "profile", "{d}/emptydir", "-o", "{d}/out"],
+        ("no Parquet shards found in",),
     ),
     ("geo-profile-empty-csv", ["geo", "profile", "{d}/empty.csv", "-o", "{d}/p.csv"], ("no caption column",)),
     (

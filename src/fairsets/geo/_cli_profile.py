@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
         """Map captions to countries (ISO 3166-1 alpha-3, empty for none), one row per input, in order."""
         from ..pipeline.executors import TaskFailed
         from ..pipeline.progress import Progress
-        from .profile import CAPTION_FORMATS, ProfileError, profile_file, profile_shards
+        from .profile import CAPTION_FORMATS, ProfileError, profile_file, profile_shards, shard_inputs
 
         if executor not in ("local", "ray"):
             die(f"--executor must be 'local' or 'ray', not {executor!r}")
@@ -103,7 +103,12 @@ def register(app: typer.Typer) -> None:
         for p in inputs:  # before the method loads (a gazetteer, a model, a server check)
             if not p.exists():
                 die(f"{p}: no such file or folder")
-        if not shard_mode and inputs[0].suffix.lower() not in CAPTION_FORMATS:
+        if shard_mode:
+            try:
+                shard_inputs(inputs)
+            except ProfileError as exc:
+                die(exc)
+        elif inputs[0].suffix.lower() not in CAPTION_FORMATS:
             kind = inputs[0].suffix or "(none)"
             die(f"{inputs[0]}: unsupported format {kind}; use one of {', '.join(CAPTION_FORMATS)}")
         m = build_method(method, option)

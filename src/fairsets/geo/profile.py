@@ -315,7 +315,8 @@ def shard_inputs(inputs: Sequence[str | Path]) -> list[Path]:
     if dup:
         raise ProfileError(f"two shards share a name ({', '.join(dup[:3])}); outputs are named after shards")
     if not out:
-        raise ProfileError("no Parquet shards found")
+        where = ", ".join(str(i) for i in list(inputs)[:3])
+        raise ProfileError(f"no Parquet shards found in {where}; give .parquet files or folders of them")
     return out
 
 

@@ -65,6 +65,8 @@ def read_checked_npz(
     try:
         npz = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        if "pickled" in str(e):  # numpy's hint to load it unsafely is not one to give
+            raise ValueError(f"{what}: not an .npz archive (pickled objects are never loaded)") from e
         raise ValueError(f"{what}: {e}") from e
     if not isinstance(npz, np.lib.npyio.NpzFile):
         raise ValueError(f"{what}: it holds a single array, not an archive")
