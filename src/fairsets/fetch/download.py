@@ -79,9 +79,10 @@ try:
     from img2dataset.downloader import Downloader
 except ImportError as _err:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "fairsets.fetch.download needs img2dataset (its pins on albumentations<2 and pandas<3 are too "
-        "strict, so install it without them): pip install --no-deps 'img2dataset==1.47.0' && "
-        "pip install fire exifread-nocycle fsspec tqdm wandb opencv-python-headless albumentations pandas"
+        f"fairsets.fetch.download needs img2dataset and its runtime dependencies ({_err.name or _err} "
+        "is missing). img2dataset's pins on albumentations<2, pandas<3, webdataset<0.3 and dataclasses "
+        "are too strict, so install it without them, and the rest with the fetch extra: "
+        "pip install --no-deps 'img2dataset==1.47.0' && pip install 'fairsets[fetch]' (docs/install.md)"
     ) from _err
 
 __all__ = [
