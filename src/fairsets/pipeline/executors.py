@@ -241,12 +241,14 @@ class LocalExecutor(Executor):
         for p in procs:
             with contextlib.suppress(OSError, ValueError):
                 p.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
         for p in procs:
             with contextlib.suppress(OSError, ValueError, AssertionError):
                 p.join(timeout=5)
                 if p.is_alive():
                     p.kill()
+                    p.join(timeout=5)
+        # the pool sees its workers gone (broken) and its manager thread ends: nothing is leaked
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @EXECUTORS.register("ray")
