@@ -1088,7 +1088,7 @@ def run_analysis(
                     max_workers=workers,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=die_with_parent,
-                    initargs=(os.getpid(),),
+                    initargs=(os.getpid(), False),  # Ctrl-C still interrupts the refits
                 )
             )
         common = {

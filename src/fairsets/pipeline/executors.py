@@ -107,14 +107,15 @@ def _die_with(parent: int) -> None:
     threading.Thread(target=watch, name="fairsets-parent-watch", daemon=True).start()
 
 
-def die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int, ignore_sigint: bool = True) -> None:
     """Initializer of a worker process: end with ``parent`` (the driver, ``initargs=(os.getpid(),)``).
 
-    Also ignores Ctrl-C, which reaches the whole process group: the driver handles it and stops
-    its workers. Use it for every process pool (``ProcessPoolExecutor(initializer=...)``,
-    ``multiprocessing.Pool``), so that no worker outlives a killed driver.
+    Use it for every process pool (``ProcessPoolExecutor(initializer=...)``, ``multiprocessing.Pool``),
+    so that no worker outlives a killed driver. With ``ignore_sigint`` the worker ignores Ctrl-C,
+    which reaches the whole process group: for drivers that stop their workers themselves.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if ignore_sigint:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with(parent)
 
 
