@@ -206,3 +206,35 @@ def test_signals_become_build_stopped_and_ignored_ones_stay_ignored() -> None:
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, old_hup)
+
+
+_POOL_DRIVER = """
+import multiprocessing, os, time
+from fairsets.pipeline.executors import die_with_parent
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("spawn")
+    pool = ctx.Pool(1, initializer=die_with_parent, initargs=(os.getpid(),))  # as the downloaders
+    print(pool.apply(os.getpid), flush=True)
+    pool.apply_async(time.sleep, (120,))  # busy when the driver dies
+    time.sleep(120)
+"""
+
+
+@pytest.mark.timeout(90)
+def test_a_multiprocessing_pool_with_the_initializer_dies_with_its_driver(tmp_path: Path) -> None:
+    script = tmp_path / "driver.py"
+    script.write_text(_POOL_DRIVER)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker = 0
+    try:
+        assert proc.stdout is not None
+        worker = int(proc.stdout.readline())
+        assert _alive(worker)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _alive(worker):
+            time.sleep(0.05)
+        assert not _alive(worker)
+    finally:
+        _reap(proc, [worker] if worker else [])
