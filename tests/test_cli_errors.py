@@ -142,6 +142,16 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
         ],
         ("bin.npz",),
     ),
+    (
+        "audit-vlm-out-is-a-file",
+        ["audit", "vlm", "{d}/noattr", *MODEL, "-o", "{d}/bin.txt", "--attribute", "gender"],
+        ("bin.txt: a file is where the output folder",),
+    ),
+    (
+        "debias-fit-out-is-a-folder",
+        ["debias", "fit", "{d}/noattr", *MODEL, "-o", "{d}/emptydir", "--attribute", "gender"],
+        ("emptydir: a folder, but the output is a file",),
+    ),
     ("audit-utility-empty-folder", ["audit", "utility", "{d}/emptydir", *MODEL], ("sub-folder",)),
     ("audit-utility-missing", ["audit", "utility", "{d}/missing", *MODEL], ("missing",)),
     ("audit-utility-binary-parquet", ["audit", "utility", "{d}/bin.parquet", *MODEL], ("bin.parquet",)),
@@ -386,6 +396,29 @@ def test_pretrained_weights_without_hub_fail_fast(
     assert "--pretrained none" in line
     assert elapsed < 10, f"took {elapsed:.1f}s"
     assert constants.HF_HUB_OFFLINE is False  # the offline switch lasted only for the load
+
+
+@pytest.mark.timeout(120)
+def test_a_corrupt_weights_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A damaged local weights file: named, and never torch's advice to unpickle it unsafely."""
+    import importlib.util
+
+    if importlib.util.find_spec("open_clip") is None or importlib.util.find_spec("torch") is None:
+        pytest.skip("open_clip is not installed")
+    from PIL import Image
+
+    for cls in ("cat", "dog"):
+        (tmp_path / "data" / cls).mkdir(parents=True)
+        Image.new("RGB", (8, 8), (10, 20, 30)).save(tmp_path / "data" / cls / "a.png")
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(BINARY * 10)
+    code, _, err = run_cli(
+        ["audit", "utility", tmp_path / "data", "-m", "ViT-B-32", "--pretrained", weights], capsys
+    )
+    line = assert_one_line_error(
+        code, err, f"{weights}: not usable weights for open_clip 'ViT-B-32'", "'none'"
+    )
+    assert "weights_only" not in line and "offline" not in line.lower()
 
 
 # ----------------------------------------------------------------------------- the catch-all

@@ -374,6 +374,20 @@ _PRETRAINED_HELP = (
 )
 
 
+def _check_out(out: Path | None, *, folder: bool) -> None:
+    """Fail before any work when OUT cannot be written as a folder (or as a file)."""
+    if out is None:
+        return
+    if folder:
+        blocked = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+        if blocked is not None:
+            _die(f"{blocked}: a file is where the output folder {out} must be; choose another --out")
+    elif out.is_dir():
+        _die(f"{out}: a folder, but the output is a file; choose a file name for --out")
+    elif out.parent.exists() and not out.parent.is_dir():
+        _die(f"{out.parent}: a file, not a folder; choose another --out")
+
+
 def _check_dataset(
     dataset: Path, variant: str | None, splits: list[str] | None, attribute: str, prefer: str
 ) -> None:
@@ -479,6 +493,7 @@ def audit_vlm_cmd(
     except (OSError, ValueError) as exc:
         _die(exc)
     _check_dataset(dataset, variant, split, attribute, prefer="test")
+    _check_out(out, folder=True)
     if debias is not None:
         from .debias.transform import DebiasTransform
 
@@ -564,6 +579,7 @@ def audit_utility_cmd(
         _die(exc)
     if first is None:
         _die(f"{data}: no labelled image found; give a folder of class sub-folders of images, or Parquet")
+    _check_out(out, folder=True)
     vlm = _load_vlm(model, pretrained, device)
     try:
         res = evaluate_utility(
@@ -639,6 +655,7 @@ def debias_fit_cmd(
     if method not in METHODS:
         _die(f"--method must be one of {', '.join(sorted(METHODS))}, not {method!r}")
     _check_dataset(dataset, variant, split, attribute, prefer="train")
+    _check_out(out, folder=False)
     vlm = _load_vlm(model, pretrained, device)
     kwargs: dict[str, Any] = {"max_iter": max_iter, "seed": seed} if method == "inlp" else {}
     try:

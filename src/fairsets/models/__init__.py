@@ -107,7 +107,7 @@ def load_vlm(model: str, pretrained: str | None = None, *, device: str = "cpu") 
         try:
             return loader.load(name, pretrained, device=device)
         except ModelUnavailable as e:
-            if offline is None:
+            if offline is None or e.local:
                 raise
             raise ModelUnavailable(
                 f"{offline}, so only local or cached weights can load: {e} "

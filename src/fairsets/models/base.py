@@ -31,6 +31,9 @@ class ModelUnavailable(RuntimeError):
     networked machine and pass their local path).
     """
 
+    #: True when the cause is a local file (not the hub), so offline mode is not the reason.
+    local: bool = False
+
 
 def is_random(pretrained: str | None) -> bool:
     """Whether ``pretrained`` asks for the architecture with random (seeded) weights."""

@@ -172,6 +172,12 @@ class OpenClipVLM(VLM):
         except RuntimeError as e:
             if schema == "hf-hub:" or _is_download_error(e):
                 raise ModelUnavailable(_unavailable(name, pretrained, e)) from e
+            if Path(pretrained).is_file():
+                raise _bad_weights_file(name, pretrained, e) from e
+            raise
+        except Exception as e:  # a corrupt or foreign weights file: pickle, zip, key errors, ...
+            if Path(pretrained).is_file():
+                raise _bad_weights_file(name, pretrained, e) from e
             raise
         model.eval()
         return cls(
@@ -242,6 +248,17 @@ def _tokenizer(open_clip: Any, name: str) -> Any:
             "from the Hugging Face hub: run once on a networked machine with the same HF_HOME (or copy "
             "that cache here), then load with HF_HUB_OFFLINE=1."
         ) from e
+
+
+def _bad_weights_file(name: str, path: str, e: BaseException) -> ModelUnavailable:
+    first = " ".join(str(e).split()).split(". ")[0]  # torch's advice to unpickle unsafely is not given
+    first = (first[:160] + "…") if len(first) > 160 else first
+    err = ModelUnavailable(
+        f"{path}: not usable weights for open_clip {name!r} ({type(e).__name__}: {first}); pass the "
+        "weights file made for this architecture, a tag, or 'none' for random weights"
+    )
+    err.local = True  # about a local file, not the hub
+    return err
 
 
 def _is_download_error(e: BaseException) -> bool:
