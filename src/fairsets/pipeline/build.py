@@ -141,14 +141,18 @@ def _lock(out: Path, *, force: bool = False) -> Iterator[None]:
     """
     _check_out(out, force)
     workdir = out / WORKDIR
-    made_out, made_work = not out.exists(), not workdir.exists()
+    made_work = not workdir.exists()
+    made = next((d for d in reversed([out, *out.parents]) if not d.exists()), None)  # topmost new
     try:
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BuildError(f"cannot create the output folder {out}: {exc.strerror or exc}") from None
     path = workdir / "lock"
     for _ in range(5):
-        fh = open(path, "a")  # noqa: SIM115 - held open for the whole build
+        try:
+            fh = open(path, "a")  # noqa: SIM115 - held open for the whole build
+        except OSError as exc:
+            raise BuildError(f"cannot open the lock file {path}: {exc.strerror or exc}") from None
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -176,21 +180,28 @@ def _lock(out: Path, *, force: bool = False) -> Iterator[None]:
     finally:
         try:
             if not ok and made_work:
-                _remove_if_untouched(out, workdir, made_out)
+                _remove_if_untouched(out, workdir, made)
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
             fh.close()
 
 
-def _remove_if_untouched(out: Path, workdir: Path, made_out: bool) -> None:
-    """Remove a work folder holding nothing but the locks (and ``out`` if it is empty and new)."""
+def _remove_if_untouched(out: Path, workdir: Path, made: Path | None) -> None:
+    """Remove a work folder holding nothing but the locks, then the empty folders this build made
+    (``out`` up to ``made``, the topmost folder that did not exist before)."""
     try:
         files = [p for p in workdir.rglob("*") if not p.is_dir()]
         if any(p.parent != workdir or p.name not in ("lock", WORKERS_LOCK) for p in files):
             return
         shutil.rmtree(workdir)
-        if made_out and not any(out.iterdir()):
-            out.rmdir()
+        if made is None:
+            return
+        for d in [out, *out.parents]:
+            if any(d.iterdir()):
+                break
+            d.rmdir()
+            if d == made:
+                break
     except OSError as exc:  # cleaning up is a courtesy; the build's own error matters
         log.debug("could not remove %s: %s", workdir, exc)
 
