@@ -218,3 +218,20 @@ def test_card_never_links_unsafe_licence_urls(
     assert "| CC0 1.0 Universal | 3 |" in text  # ... the licence is named without one
     monkeypatch.setattr(card, "license_info", real)
     assert "](https://creativecommons.org/publicdomain/zero/1.0/)" in card.render_card(layout[1]["summary"])
+
+
+@pytest.mark.parametrize(
+    ("url", "published"),
+    [
+        ("http://user:secret@127.0.0.1/x.jpg", "http://127.0.0.1/x.jpg"),
+        ("https://a:b@example.org:8443/p?q=1#f", "https://example.org:8443/p?q=1#f"),
+        ("https://token@example.org/p", "https://example.org/p"),
+        ("https://example.org/@user/photo.jpg", "https://example.org/@user/photo.jpg"),
+        ("mailto:someone@example.org", "mailto:someone@example.org"),
+        (None, None),
+    ],
+)
+def test_redact_url_drops_credentials_only(url: str | None, published: str | None) -> None:
+    from fairsets.publish.attribution import redact_url
+
+    assert redact_url(url) == published

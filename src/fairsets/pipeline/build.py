@@ -569,12 +569,17 @@ def _filter_cells(recipe: Recipe, pool: list[dict]) -> tuple[list[dict], list[di
 
 
 def _public_meta(row: dict[str, Any]) -> dict[str, Any]:
+    from ..publish.attribution import redact_url
+
     meta = {
         k: v
         for k, v in row.items()
         if k not in _INTERNAL and k not in ("pool", "key") and not k.startswith("_")
     }
     meta["source_sha256"] = meta.pop("pixel_sha256", None)
+    for k in ("source_url", "url"):
+        if k in meta:
+            meta[k] = redact_url(meta[k])
     ann = json.loads(row.get("annotations") or "{}")
     for k in ("face_box", "face_confidence"):
         if k in ann:

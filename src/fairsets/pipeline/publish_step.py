@@ -84,7 +84,7 @@ def publish_layout(
     m_markers: list[dict[str, Any] | None],
 ) -> Any:
     from ..publish.atomic import atomic_write_text
-    from ..publish.attribution import license_counts, write_attribution
+    from ..publish.attribution import license_counts, redact_url, write_attribution
     from ..publish.card import render_card, render_empty_card
     from ..publish.croissant import write_croissant
     from ..publish.manifest import file_entries, package_versions, write_manifest
@@ -120,7 +120,11 @@ def publish_layout(
         log.info("removed %d stale file(s) from an earlier build: %s", len(removed), ", ".join(removed[:5]))
 
     reject_rows = sorted(
-        ({c: r.get(c) for c in _REJECT_COLUMNS} for r in rejects), key=lambda r: (r["key"], r["step"] or "")
+        (
+            {c: redact_url(r.get(c)) if c in ("url", "source_url") else r.get(c) for c in _REJECT_COLUMNS}
+            for r in rejects
+        ),
+        key=lambda r: (r["key"], r["step"] or ""),
     )
     write_rejects(out / "rejects.parquet", reject_rows)
 

@@ -61,6 +61,7 @@ __all__ = [
     "load_policy",
     "normalise_license",
     "parse_license",
+    "redact_url",
     "render_attribution",
     "requires_attribution",
     "safe_link_url",
@@ -595,6 +596,22 @@ def _code(text: Any) -> str:
     fence = "`" * (longest + 1)
     pad = " " if s.startswith("`") or s.endswith("`") or not s else ""
     return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def redact_url(url: Any) -> Any:
+    """``url`` without the credentials of its authority (``https://user:pass@host/x`` →
+    ``https://host/x``); anything else unchanged. Published URLs go through this: a password in a
+    listing's URL is a secret, not provenance.
+    """
+    if not isinstance(url, str) or "@" not in url:
+        return url
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 def safe_link_url(url: Any) -> str | None:
