@@ -252,6 +252,12 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
         ["geo", "entity-filter", "{d}/cap.csv", "-c", "{d}/bin.npz", "-o", "{d}/f.parquet"],
         ("bin.npz",),
     ),
+    (
+        "geo-entity-filter-missing-data",
+        ["geo", "entity-filter", "{d}/missing.parquet", "-c", "{d}/bin.npz", "-o", "{d}/f.parquet"],
+        ("missing.parquet: no such file",),
+    ),
+    ("geo-analyze-unknown-format", ["geo", "analyze", "{d}/notes.docx", "-o", "{d}/a"], ("notes.docx",)),
     ("geo-analyze-binary", ["geo", "analyze", "{d}/bin.csv", "-o", "{d}/a"], ("bin.csv",)),
     ("geo-analyze-missing", ["geo", "analyze", "{d}/missing", "-o", "{d}/a"], ("missing",)),
     (

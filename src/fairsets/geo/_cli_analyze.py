@@ -151,6 +151,12 @@ def register(app: typer.Typer) -> None:
         alts = [a.strip() for a in alternatives.split(",") if a.strip() and a.strip().lower() != "none"]
         if pretrained is not None and image_model is None:
             die("--pretrained needs --image-model")
+        from .analyze import _input_files
+
+        try:  # the input exists and has a known format before any encoder loads
+            _input_files(Path(profiled))
+        except (FileNotFoundError, ValueError) as exc:
+            die(exc)
         text = None
         image = None
         try:

@@ -222,6 +222,10 @@ def register(app: typer.Typer) -> None:
         _quiet_logging(quiet)
         if rejects is not None and not drop:
             die("--rejects is only used with --drop")
+        if not Path(data).is_file():  # before the encoder loads
+            die(f"{data}: no such file (give a .parquet or .csv file)")
+        if Path(data).suffix.lower() not in (".parquet", ".csv"):
+            die(f"{data}: expected a .parquet or .csv file")
         try:
             clf = EntityPresenceClassifier.load(classifier)
         except (OSError, ValueError) as exc:
