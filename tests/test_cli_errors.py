@@ -73,7 +73,7 @@ def bad(tmp_path: Path) -> Path:
     # published-looking layouts: no samples; no 'state' column
     for name, table in (
         ("nosamples", pa.table({"key": pa.array([], pa.string()), "state": pa.array([], pa.string())})),
-        ("noattr", pa.table({"key": ["a", "b"], "gender": ["f", "m"]})),
+        ("noattr", pa.table({"key": ["a", "b"], "gender": ["f", "m"], "site": ["x", "x"]})),
     ):
         (d / name / "metadata" / "balanced").mkdir(parents=True)
         (d / name / "shards" / "balanced").mkdir(parents=True)
@@ -159,6 +159,11 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
         "debias-fit-not-a-dataset",
         ["debias", "fit", "{d}/notds", *MODEL, "-o", "{d}/t.npz"],
         ("not a published",),
+    ),
+    (
+        "debias-fit-one-group",
+        ["debias", "fit", "{d}/noattr", *MODEL, "-o", "{d}/t.npz", "--attribute", "site", "--split", "test"],
+        ("'site' has 1 group(s)", "--attribute"),
     ),
     (
         "debias-fit-bad-method",

@@ -389,10 +389,15 @@ def _check_out(out: Path | None, *, folder: bool) -> None:
 
 
 def _check_dataset(
-    dataset: Path, variant: str | None, splits: list[str] | None, attribute: str, prefer: str
+    dataset: Path,
+    variant: str | None,
+    splits: list[str] | None,
+    attribute: str,
+    prefer: str,
+    min_groups: int = 0,
 ) -> None:
     """Fail before any model loads: DATASET must be a published dataset whose variant and splits
-    exist, hold samples and have the ATTRIBUTE column."""
+    exist, hold samples and have the ATTRIBUTE column (with at least ``min_groups`` values)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -428,6 +433,17 @@ def _check_dataset(
             raise DatasetError(
                 f"{dataset}: {name}/{'+'.join(chosen)} holds no samples; choose another --variant or --split"
             )
+        if min_groups:
+            groups: set[Any] = set()
+            for split in chosen:
+                path = ds.root / "metadata" / name / f"{split}.parquet"
+                column = pq.read_table(path, columns=[attribute]).column(0)
+                groups.update(column.drop_null().unique().to_pylist())
+            if len(groups) < min_groups:
+                raise DatasetError(
+                    f"{dataset}: {attribute!r} has {len(groups)} group(s) in {name}/{'+'.join(chosen)}; "
+                    f"need at least {min_groups}: choose another --attribute or --split"
+                )
     except DatasetError as exc:
         _die(exc)
 
@@ -654,7 +670,7 @@ def debias_fit_cmd(
 
     if method not in METHODS:
         _die(f"--method must be one of {', '.join(sorted(METHODS))}, not {method!r}")
-    _check_dataset(dataset, variant, split, attribute, prefer="train")
+    _check_dataset(dataset, variant, split, attribute, prefer="train", min_groups=2)
     _check_out(out, folder=False)
     vlm = _load_vlm(model, pretrained, device)
     kwargs: dict[str, Any] = {"max_iter": max_iter, "seed": seed} if method == "inlp" else {}

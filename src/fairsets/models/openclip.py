@@ -10,10 +10,12 @@ Named ``openclip`` so that it does not shadow the ``open_clip`` package.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
+import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -163,7 +165,7 @@ class OpenClipVLM(VLM):
 
         tokenizer = _tokenizer(open_clip, arch_name)
         try:
-            with seeded():
+            with seeded(), _quiet_random_init(pretrained == "none"):
                 model, _, preprocess = open_clip.create_model_and_transforms(
                     arch_name, device=device, **kwargs
                 )
@@ -248,6 +250,26 @@ def _tokenizer(open_clip: Any, name: str) -> Any:
             "from the Hugging Face hub: run once on a networked machine with the same HF_HOME (or copy "
             "that cache here), then load with HF_HUB_OFFLINE=1."
         ) from e
+
+
+class _DropRandomInitWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No pretrained weights loaded")
+
+
+@contextlib.contextmanager
+def _quiet_random_init(active: bool) -> Iterator[None]:
+    """Random weights were asked for: open_clip's warning that it initialised randomly says nothing."""
+    if not active:
+        yield
+        return
+    root = logging.getLogger()
+    flt = _DropRandomInitWarning()
+    root.addFilter(flt)
+    try:
+        yield
+    finally:
+        root.removeFilter(flt)
 
 
 def _bad_weights_file(name: str, path: str, e: BaseException) -> ModelUnavailable:
