@@ -51,7 +51,7 @@ from typing import Any
 
 from ..data import make_key
 from ..fetch.cache import DiskCache
-from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry
+from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, unreachable
 from ..publish.attribution import normalise_license
 
 __all__ = [
@@ -194,7 +194,8 @@ def _request_page(
     try:
         return call_with_retry(once, policy, what="serpapi", sleep=sleep)
     except (HttpStatusError, ConnectionError, TimeoutError) as exc:
-        raise SerpApiError(f"SerpAPI request failed after retries: {_scrub(str(exc), key)}") from None
+        how = "cannot reach the server (not retried)" if unreachable(exc) else "request failed after retries"
+        raise SerpApiError(f"SerpAPI {how}: {_scrub(str(exc), key)}") from None
 
 
 def _license_hint(item: Mapping[str, Any], licenses: str | None) -> str:
