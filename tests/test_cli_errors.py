@@ -263,7 +263,16 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
         ("missing.parquet: no such file",),
     ),
     ("geo-analyze-unknown-format", ["geo", "analyze", "{d}/notes.docx", "-o", "{d}/a"], ("notes.docx",)),
-    ("geo-analyze-binary", ["geo", "analyze", "{d}/bin.csv", "-o", "{d}/a"], ("bin.csv",)),
+    (
+        "geo-analyze-binary",
+        ["geo", "analyze", "{d}/bin.csv", "-o", "{d}/a"],
+        ("bin.csv: not UTF-8 text (line 2, byte offset 8",),
+    ),
+    (
+        "geo-analyze-binary-jsonl",
+        ["geo", "analyze", "{d}/bin.jsonl", "-o", "{d}/a"],
+        ("bin.jsonl: not UTF-8",),
+    ),
     ("geo-analyze-missing", ["geo", "analyze", "{d}/missing", "-o", "{d}/a"], ("missing",)),
     (
         "geo-analyze-binary-reference",

@@ -62,6 +62,7 @@ import numpy as np
 import pandas as pd
 
 from ..publish.atomic import atomic_write_text
+from ..textfile import decode_text
 from . import reference as _reference
 from .countries import CONTINENTS, countries, is_none_answer, normalize_country
 from .diversity import Encoder, country_diversity
@@ -238,7 +239,10 @@ def _read_file(path: Path, skip: Sequence[str] = ()) -> tuple[pd.DataFrame, list
         raise ValueError(
             f"{path}: its rows have more fields than the header; quote values that contain {sep!r}"
         ) from None
-    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError as e:
+        decode_text(path.read_bytes(), path)  # TextFileError (a ValueError): the line and byte offset
+        raise ValueError(f"{path} is not a readable {path.suffix[1:].upper()} file: {e}") from None
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise ValueError(f"{path} is not a readable {path.suffix[1:].upper()} file: {e}") from None
     names = [str(c) for c in frame.columns]
     return frame.drop(columns=[c for c in names if c in skip]), names
