@@ -344,6 +344,8 @@ def profile_shards(
         {
             "input": str(p.resolve()),
             "out_dir": str(out_dir.resolve()),
+            # the executor holds a shared lock here while the task writes (an orphaned worker is seen)
+            "workdir": str((out_dir / ".fairsets").resolve()),
             "stem": p.stem,
             "method": spec,
             "spec_hash": spec_hash,
