@@ -532,3 +532,42 @@ def test_console_script_entry_point_in_a_subprocess(tmp_path: Path) -> None:
         timeout=100,
     )
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_unreachable_hosts_are_not_retried_but_drops_are() -> None:
+    """The root of the fast failures above: refused / unresolvable / unreachable fail at once."""
+    import urllib.error
+
+    from fairsets.fetch.retry import RetryPolicy, call_with_retry, unreachable
+
+    policy = RetryPolicy(attempts=4, backoff=0.01, jitter=0)
+
+    def wrapped_refusal() -> ConnectionError:
+        try:
+            raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+        except urllib.error.URLError as exc:
+            return ConnectionError(f"http://127.0.0.1:1/: {exc.reason}")
+
+    cases: list[tuple[BaseException, int]] = [
+        (ConnectionRefusedError(111, "Connection refused"), 1),
+        (socket.gaierror(socket.EAI_NONAME, "Name or service not known"), 1),
+        (OSError(101, "Network is unreachable"), 1),
+        (ConnectionResetError(104, "Connection reset by peer"), 4),
+        (TimeoutError("timed out"), 4),
+    ]
+    for error, calls_expected in cases:
+        calls: list[int] = []
+        slept: list[float] = []
+
+        def fail(error: BaseException = error, calls: list[int] = calls) -> None:
+            calls.append(1)
+            raise error
+
+        with pytest.raises(type(error)):
+            call_with_retry(fail, policy, sleep=slept.append)
+        assert len(calls) == calls_expected, error
+        assert len(slept) == calls_expected - 1
+    chained = wrapped_refusal()
+    assert isinstance(chained.__context__, urllib.error.URLError)
+    assert unreachable(chained)  # found through the exception chain and URLError.reason
+    assert not unreachable(ConnectionResetError(104, "reset"))
