@@ -543,10 +543,14 @@ def test_unreachable_hosts_are_not_retried_but_drops_are() -> None:
     policy = RetryPolicy(attempts=4, backoff=0.01, jitter=0)
 
     def wrapped_refusal() -> ConnectionError:
+        """What the wikidata client raises: a ConnectionError raised while handling urllib's error."""
         try:
-            raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
-        except urllib.error.URLError as exc:
-            return ConnectionError(f"http://127.0.0.1:1/: {exc.reason}")
+            try:
+                raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+            except urllib.error.URLError as exc:
+                raise ConnectionError(f"http://127.0.0.1:1/: {exc.reason}") from None
+        except ConnectionError as wrapped:
+            return wrapped
 
     cases: list[tuple[BaseException, int]] = [
         (ConnectionRefusedError(111, "Connection refused"), 1),
