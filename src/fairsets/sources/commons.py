@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, loads_json, read_capped
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, user_agent
 from ..publish.attribution import RESTRICTING_PREFIX, normalise_license, parse_license, strip_html
@@ -195,9 +196,21 @@ def _bool(text: str) -> bool | None:
     return None
 
 
-def _abs_url(url: str) -> str:
-    url = (url or "").strip()
-    return "https:" + url if url.startswith("//") else url
+def _str(value: Any) -> str:
+    """A string field of an answer: a hostile or broken API may put anything there."""
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _abs_url(url: Any) -> str:
+    """An absolute http(s) URL from the answer, else ``""`` (never ``javascript:``, ``data:``, relative)."""
+    url = _str(url).strip()
+    url = "https:" + url if url.startswith("//") else url
+    scheme = urllib.parse.urlsplit(url).scheme.lower() if url else ""
+    return url if scheme in ("http", "https") and "\n" not in url else ""
 
 
 def _empty(title: str, error: str) -> dict[str, Any]:
@@ -249,15 +262,23 @@ def _parse_page(page: dict[str, Any], width: int | None) -> dict[str, Any]:
         return _empty(title, "missing file")
     if not infos:
         return _empty(title, "no file information (file hidden or not a file page)")
-    ii = infos[0]
+    ii = infos[0] if isinstance(infos, list) else None
+    if not isinstance(ii, dict):
+        return _empty(title, "no usable file information in the API answer")
     if ii.get("filehidden"):
         return _empty(title, "file hidden (revision deleted)")
-    ext = ii.get("extmetadata") or {}
+    ext = ii.get("extmetadata")
+    if not isinstance(ext, dict):
+        ext = {}
     short = strip_html(_ext_value(ext, "LicenseShortName"))
     license_url = _abs_url(strip_html(_ext_value(ext, "LicenseUrl")))
     spdx = _agreed_license(short, _ext_value(ext, "License"), license_url)
     credit = strip_html(_ext_value(ext, "Credit"))
     author = strip_html(_ext_value(ext, "Artist")) or credit
+    url = _abs_url(ii.get("url"))
+    thumb_url = _abs_url(ii.get("thumburl")) if width else ""
+    if not url and not thumb_url:
+        return _empty(title, "no http(s) file URL in the API answer")
     return {
         "title": title,
         "license_short": short,
@@ -267,13 +288,13 @@ def _parse_page(page: dict[str, Any], width: int | None) -> dict[str, Any]:
         "credit": credit,
         "attribution_required": _bool(_ext_value(ext, "AttributionRequired")),
         "usage_terms": strip_html(_ext_value(ext, "UsageTerms")),
-        "url": _abs_url(ii.get("url", "")),
-        "thumb_url": _abs_url(ii.get("thumburl", "")) if width else "",
+        "url": url,
+        "thumb_url": thumb_url,
         "source_url": _abs_url(ii.get("descriptionurl", "")),
-        "width": ii.get("width"),
-        "height": ii.get("height"),
-        "mime": ii.get("mime", ""),
-        "sha1": ii.get("sha1", ""),
+        "width": _int(ii.get("width")),
+        "height": _int(ii.get("height")),
+        "mime": _str(ii.get("mime")),
+        "sha1": _str(ii.get("sha1")),
         "error": "",
     }
 
@@ -308,28 +329,32 @@ def _post(
     import requests
 
     def once() -> dict[str, Any]:
+        what = f"MediaWiki API {urllib.parse.urlsplit(api_url).netloc}"
+
+        def post() -> tuple[Any, bytes]:
+            # streamed and capped: requests would inflate a gzip bomb whole (resp.json, resp.text)
+            r = session.post(api_url, data=params, headers=headers, timeout=TIMEOUT, stream=True)
+            return r, read_capped(r, MAX_ANSWER_BYTES, what)
+
         try:
-            resp = call_with_deadline(
-                lambda: session.post(api_url, data=params, headers=headers, timeout=TIMEOUT),
-                DEADLINE,
-                what=f"MediaWiki API {urllib.parse.urlsplit(api_url).netloc}",
-            )
+            resp, body = call_with_deadline(post, DEADLINE, what=what)
         except requests.Timeout as exc:
             raise TimeoutError(f"MediaWiki API {api_url}: {exc}") from exc
         except requests.ConnectionError as exc:
             raise ConnectionError(f"MediaWiki API {api_url}: {exc}") from exc
+        except BadAnswer as exc:  # a decompression bomb, an endless answer
+            raise CommonsError(str(exc)) from None
+        except requests.RequestException as exc:  # e.g. a broken Content-Encoding
+            raise CommonsError(f"{what}: {type(exc).__name__}: {exc}") from None
         if resp.status_code in policy.statuses:
             raise HttpStatusError(resp.status_code, resp.headers.get("Retry-After"), api_url)
         if resp.status_code != 200:
-            raise CommonsError(
-                f"MediaWiki API {api_url} answered HTTP {resp.status_code}: {resp.text[:200]!r}"
-            )
+            text = body[:200].decode("utf-8", "replace")
+            raise CommonsError(f"MediaWiki API {api_url} answered HTTP {resp.status_code}: {text!r}")
         try:
-            data = resp.json()
-        except ValueError:
-            raise CommonsError(
-                f"MediaWiki API {api_url} answered with something that is not JSON: {resp.text[:200]!r}"
-            ) from None
+            data = loads_json(body, what)
+        except BadAnswer as exc:
+            raise CommonsError(f"{exc} (not JSON)") from None
         if not isinstance(data, dict):
             raise CommonsError(f"MediaWiki API {api_url} answered an unexpected JSON value: {data!r:.200}")
         err = data.get("error")
@@ -340,7 +365,8 @@ def _post(
                 retry_after = resp.headers.get("Retry-After") or (str(MAXLAG) if code == "maxlag" else None)
                 raise HttpStatusError(_RETRYABLE_API_ERRORS[code], retry_after, api_url, f"{code}: {info}")
             raise CommonsError(f"MediaWiki API error {code!r}: {info}")
-        for module, warning in (data.get("warnings") or {}).items():
+        warnings = data.get("warnings")
+        for module, warning in warnings.items() if isinstance(warnings, dict) else ():
             log.debug("MediaWiki API warning (%s): %s", module, warning)
         return data
 
@@ -366,6 +392,10 @@ def _fetch_batch(
         )
         answers.append(data)
         cont = data.get("continue") or {}
+        if not isinstance(cont, dict):
+            raise CommonsError(
+                f"MediaWiki API {api_url} answered a 'continue' that is not an object: {cont!r:.100}"
+            )
         if not cont:
             return answers
     raise CommonsError(f"MediaWiki API {api_url} kept answering 'continue' for {len(titles)} titles")
@@ -376,15 +406,22 @@ def _merge(answers: Iterable[dict[str, Any]]) -> tuple[dict[str, str], dict[str,
     mapping: dict[str, str] = {}
     pages: dict[str, dict[str, Any]] = {}
     for data in answers:
-        query = data.get("query") or {}
+        query = data.get("query") if isinstance(data, dict) else None
+        if not isinstance(query, dict):  # a broken answer: its titles get "no answer"
+            continue
         for kind in ("normalized", "converted", "redirects"):
-            for m in query.get(kind) or []:
-                if "from" in m and "to" in m:
+            moves = query.get(kind)
+            for m in moves if isinstance(moves, list) else ():
+                if isinstance(m, dict) and "from" in m and "to" in m:
                     mapping[str(m["from"])] = str(m["to"])
         raw_pages = query.get("pages") or []
         if isinstance(raw_pages, dict):  # formatversion=1 shape, just in case
             raw_pages = list(raw_pages.values())
+        if not isinstance(raw_pages, list):
+            continue
         for page in raw_pages:
+            if not isinstance(page, dict):
+                continue
             title = str(page.get("title", ""))
             seen = pages.get(title)
             if seen is None or (not seen.get("imageinfo") and page.get("imageinfo")):
