@@ -128,3 +128,79 @@ def test_read_capped_stream_stops_at_the_cap() -> None:
     assert answers.read_capped_stream(io.BytesIO(b"x" * 10), 10, "svc") == b"x" * 10
     with pytest.raises(answers.BadAnswer, match="svc answered more than 9 bytes"):
         answers.read_capped_stream(io.BytesIO(b"x" * 10), 9, "svc")
+
+
+# --------------------------------------------------------------------------- SerpAPI
+
+SERP_KEY = "sk-hostile-0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a"
+
+
+def _serp(resp: Response, **kw: Any) -> list[dict[str, Any]]:
+    from fairsets.sources.serpapi import search_images
+
+    with LoopbackServer() as srv:
+        srv.route("/search", lambda req: resp)
+        return search_images("Goa man face", api_key=SERP_KEY, backend=srv.url(""), policy=NO_RETRY, **kw)
+
+
+@pytest.mark.timeout(30)
+def test_serpapi_gzip_bomb_is_refused_before_it_inflates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fairsets.sources import serpapi
+
+    monkeypatch.setattr(serpapi, "MAX_ANSWER_BYTES", 1 << 20)
+    resp = Response(
+        200, {"Content-Type": "application/json", "Content-Encoding": "gzip"}, _gzip_bomb(64 << 20)
+    )
+    with pytest.raises(serpapi.SerpApiError, match=r"more than 1048576 bytes") as info:
+        _serp(resp)
+    assert SERP_KEY not in str(info.value)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "body",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"images_results": [' + b"7" * 10_000 + b"]}"],
+    ids=["deep", "huge-number"],
+)
+def test_serpapi_json_bombs_are_clear_errors(body: bytes) -> None:
+    from fairsets.sources.serpapi import SerpApiError
+
+    with pytest.raises(SerpApiError, match="not usable JSON") as info:
+        _serp(Response(200, {"Content-Type": "application/json"}, body))
+    assert SERP_KEY not in str(info.value)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("results", [5, "x", {"a": 1}, [1, None, "x"]])
+def test_serpapi_results_that_are_not_a_list_of_objects_give_nothing(results: Any) -> None:
+    assert _serp(json_response({"images_results": results})) == []
+
+
+@pytest.mark.timeout(30)
+def test_serpapi_results_keep_only_http_urls_and_integer_sizes() -> None:
+    good = "https://img.example.org/a.jpg"
+    items = [
+        {"original": "javascript:alert(1)", "link": "https://site.example.org/"},
+        {"original": "data:image/png;base64,AAAA"},
+        {"original": "/relative/a.jpg"},
+        {"original": "file:///etc/passwd"},
+        {"original": "http://img.example.org/b.jpg\r\nX-Injected: 1"},
+        {"original": 5},
+        {
+            "original": good,
+            "link": "javascript:alert(2)",
+            "thumbnail": "data:image/jpeg;base64,AAAA",
+            "license_details_url": "javascript:alert(3)",
+            "original_width": "wide",
+            "original_height": 1e308,
+            "position": True,
+            "title": ["<b>x</b>"],
+        },
+    ]
+    rows = _serp(json_response({"images_results": items}))
+    assert [r["url"] for r in rows] == [good]
+    row = rows[0]
+    assert row["source_url"] == row["thumbnail"] == row["license_details_url"] == ""
+    assert row["license_hint"] == "Creative Commons licences (filter cl)"
+    assert row["width"] is None and row["height"] is None and row["position"] is None
+    assert row["title"] == ""

@@ -45,11 +45,13 @@ import logging
 import os
 import re
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..data import make_key
+from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, loads_json, read_capped
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, unreachable
 from ..publish.attribution import normalise_license
@@ -148,6 +150,13 @@ def _client_class(backend: str) -> type:
         BACKEND = backend.rstrip("/")
         SERP_API_KEY = None
 
+        def get_response(self, path: str = "/search") -> Any:
+            # streamed, so that the body is read capped (read_capped): requests inflates gzip whole
+            import requests
+
+            url, parameter = self.construct_url(path)
+            return requests.get(url, parameter, timeout=self.timeout, stream=True)
+
     return _Search
 
 
@@ -167,18 +176,27 @@ def _request_page(
     def once() -> dict[str, Any]:
         client = client_cls({**params, "api_key": key})
         client.timeout = TIMEOUT
+
+        def get() -> tuple[Any, bytes]:
+            r = client.get_response()
+            return r, read_capped(r, MAX_ANSWER_BYTES, "SerpAPI")
+
         try:
-            resp = call_with_deadline(client.get_response, DEADLINE, what="SerpAPI")
+            resp, body = call_with_deadline(get, DEADLINE, what="SerpAPI")
         except requests.Timeout:
             raise TimeoutError(f"SerpAPI {endpoint}: request timed out") from None
-        except requests.RequestException as exc:
-            # requests' messages quote the full URL, api_key included: scrub, drop the chain
+        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+            # a dropped connection (retried); requests quotes the full URL, api_key included: scrub
             raise ConnectionError(f"SerpAPI {endpoint}: {_scrub(str(exc), key)}") from None
-        text = _scrub(resp.text or "", key)
+        except requests.RequestException as exc:  # e.g. a broken Content-Encoding: not retried
+            raise SerpApiError(f"SerpAPI {endpoint}: {type(exc).__name__}: {_scrub(str(exc), key)}") from None
+        except BadAnswer as exc:  # a decompression bomb, an endless answer
+            raise SerpApiError(str(exc)) from None
+        text = _scrub(body.decode("utf-8", "replace"), key)
         try:
-            data = json.loads(text) if text else {}
-        except ValueError:
-            data = {"error": f"not JSON: {text[:200]!r}"}
+            data = loads_json(text.encode("utf-8"), "SerpAPI") if text else {}
+        except BadAnswer as exc:
+            data = {"error": str(exc)}
         if not isinstance(data, dict):
             data = {"error": f"unexpected JSON value: {text[:200]!r}"}
         error = str(data.get("error") or "")
@@ -208,19 +226,38 @@ def _license_hint(item: Mapping[str, Any], licenses: str | None) -> str:
     return ""
 
 
+def _http_url(value: Any) -> str:
+    """An absolute http(s) URL from a result, else ``""`` (never ``javascript:``, ``data:``, relative)."""
+    url = value.strip() if isinstance(value, str) else ""
+    if not url or any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        return ""
+    parts = urllib.parse.urlsplit(url)
+    return url if parts.scheme.lower() in ("http", "https") and parts.hostname else ""
+
+
+def _count(value: Any) -> int | None:
+    """A size or position from a result: a non-negative int, else None (not a string, a float, a bool)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def _row(item: Mapping[str, Any], query: str, licenses: str | None) -> dict[str, Any]:
+    details = _http_url(item.get("license_details_url"))
     return {
-        "url": str(item.get("original") or ""),
-        "thumbnail": str(item.get("thumbnail") or ""),
-        "source_url": str(item.get("link") or ""),
-        "title": str(item.get("title") or ""),
-        "source": str(item.get("source") or ""),
-        "width": item.get("original_width"),
-        "height": item.get("original_height"),
-        "license_hint": _license_hint(item, licenses),
-        "license_details_url": str(item.get("license_details_url") or ""),
-        "tag": str(item.get("tag") or ""),
-        "position": item.get("position"),
+        "url": _http_url(item.get("original")),
+        "thumbnail": _http_url(item.get("thumbnail")),
+        "source_url": _http_url(item.get("link")),
+        "title": _text(item.get("title")),
+        "source": _text(item.get("source")),
+        "width": _count(item.get("original_width")),
+        "height": _count(item.get("original_height")),
+        "license_hint": _license_hint({"license_details_url": details}, licenses),
+        "license_details_url": details,
+        "tag": _text(item.get("tag")),
+        "position": _count(item.get("position")),
         "query": query,
     }
 
@@ -295,7 +332,8 @@ def search_images(
             items = json.loads(cached)
         else:
             data = _request_page(client_cls, page_params, key, endpoint, policy, sleep)
-            items = [i for i in data.get("images_results") or [] if isinstance(i, dict)]
+            found = data.get("images_results") or []
+            items = [i for i in found if isinstance(i, dict)] if isinstance(found, list) else []
             cache.put(cache_key, _scrub(json.dumps(items, sort_keys=True), key).encode("utf-8"))
         log.info("serpapi: %r page %d: %d results", query, page, len(items))
         for item in items:
