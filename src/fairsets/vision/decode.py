@@ -14,7 +14,7 @@ from ..fetch.localfile import DEFAULT_MAX_BYTES
 from ..pipeline.step import Step, StepContext, StepParams
 from ..registry import STEPS
 from .hashing import phash, pixel_sha256
-from .imageformat import ImageDecodeError, image_errors, open_image
+from .imageformat import MAX_JPEG_SCANS, ImageDecodeError, image_errors, open_image
 
 __all__ = ["Decode", "to_rgb"]
 
@@ -77,6 +77,9 @@ class DecodeParams(StepParams):
     max_bytes: int = Field(DEFAULT_MAX_BYTES, gt=0, description="reject encoded files larger than this")
     max_pixels: int = Field(40_000_000, gt=0, description="reject images with more pixels (header check)")
     min_side: int = Field(64, ge=1, description="reject images whose shorter side is smaller")
+    max_jpeg_scans: int = Field(
+        MAX_JPEG_SCANS, gt=0, description="reject JPEGs with more scans (each is a pass over the image)"
+    )
     hashes: bool = Field(True, description="compute pixel_sha256 and phash annotations")
     drop_bytes: bool = Field(True, description="set sample.data to None once decoded")
 
@@ -90,10 +93,11 @@ class Decode(Step):
     with only its own plugin (:mod:`fairsets.vision.imageformat`); anything else is rejected
     ("unsupported format EPS", "not an image"). The header is read lazily and ``width ×
     height`` is checked against ``max_pixels`` *before* any pixel is decoded, so decompression
-    bombs are rejected without allocating them. PIL's own bomb guard is turned into a rejection
-    too (its warning is raised as an error here). Any exception the image library raises on
-    the bytes is a rejection naming the exception ("truncated or corrupt image: RuntimeError:
-    ...").
+    bombs are rejected without allocating them; a JPEG with more than ``max_jpeg_scans`` scans
+    (a CPU bomb: each scan is a pass over the whole image) is rejected before decoding. PIL's
+    own bomb guard is turned into a rejection too (its warning is raised as an error here). Any
+    exception the image library raises on the bytes is a rejection naming the exception
+    ("truncated or corrupt image: RuntimeError: ...").
 
     Annotations: ``width``, ``height`` (after orientation), ``format``, ``mode`` (the file's
     original mode) and, with ``hashes``, ``pixel_sha256`` and ``phash``.
@@ -133,7 +137,7 @@ class Decode(Step):
         # Every call into the image library is wrapped: whatever it raises on these bytes
         # (RuntimeError, MemoryError, struct.error, ...) is this sample's rejection.
         try:
-            im = open_image(data)
+            im = open_image(data, max_jpeg_scans=p.max_jpeg_scans)
         except ImageDecodeError as exc:
             return sample.reject(self.name, self._reason(exc))
         try:
