@@ -204,3 +204,94 @@ def test_serpapi_results_keep_only_http_urls_and_integer_sizes() -> None:
     assert row["license_hint"] == "Creative Commons licences (filter cl)"
     assert row["width"] is None and row["height"] is None and row["position"] is None
     assert row["title"] == ""
+
+
+# --------------------------------------------------------------------------- Wikidata SPARQL
+
+
+def _sparql(resp: Response, **kw: Any) -> list[dict[str, Any]]:
+    from fairsets.sources.wikidata import fetch_people, load_states
+
+    state = load_states()[0]
+    with LoopbackServer() as srv:
+        srv.route("/sparql", lambda req: resp)
+        return fetch_people(
+            [state], ["male"], endpoint=srv.url("/sparql"), associations=["birth"], policy=NO_RETRY, **kw
+        )
+
+
+def _bindings(*rows: Any) -> Response:
+    return json_response({"head": {"vars": []}, "results": {"bindings": list(rows)}})
+
+
+def _person(n: int, label: Any, image: Any = "Face.jpg") -> dict[str, Any]:
+    return {
+        "person": {"type": "uri", "value": f"http://www.wikidata.org/entity/Q{n}"},
+        "image": {"type": "literal", "value": image},
+        "labelEn": {"type": "literal", "value": label},
+    }
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"results": {"bindings": [' + b"1" * 10_000 + b"]}}",
+        b'{"results": {"bindings": ["\xff"]}}',
+    ],
+    ids=["deep", "huge-number", "not-utf8"],
+)
+def test_sparql_json_bombs_are_clear_errors(body: bytes) -> None:
+    from fairsets.sources.wikidata import SparqlResponseError
+
+    with pytest.raises(SparqlResponseError, match="not usable JSON"):
+        _sparql(Response(200, {"Content-Type": "application/sparql-results+json"}, body))
+
+
+@pytest.mark.timeout(30)
+def test_sparql_answer_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fairsets.sources import wikidata
+
+    monkeypatch.setattr(wikidata, "MAX_ANSWER_BYTES", 1000)
+    big = _bindings(*[_person(i, "x" * 50) for i in range(1, 50)])
+    with pytest.raises(wikidata.SparqlResponseError, match=r"more than 1000 bytes.*page_size"):
+        _sparql(big)
+
+
+@pytest.mark.timeout(30)
+def test_sparql_bindings_of_the_wrong_shape_are_skipped() -> None:
+    rows = _sparql(
+        _bindings(
+            1,
+            "x",
+            None,
+            [1],
+            {"person": {"value": 5}, "image": {"value": ["Face.jpg"]}},
+            {"person": "http://www.wikidata.org/entity/Q3", "image": "Face.jpg"},
+            _person(7, 12345),
+            _person(8, "Asha", image={"x": 1}),
+        )
+    )
+    assert [(r["person"], r["label"]) for r in rows] == [("Q7", "Q7")]
+
+
+@pytest.mark.timeout(30)
+def test_sparql_hostile_labels_become_one_short_line() -> None:
+    from fairsets.sources.wikidata import MAX_LABEL_CHARS
+
+    labels = {
+        1: "Asha\nInjected: line\r\n\tthree",
+        2: "\u202eevil\u202c name\u2066x\u2069",
+        3: "<script>alert(1)</script>",
+        4: "y" * 100_000,
+        5: "\x00\x1b[31m\x7f",
+        6: "अमिताभ بچن",  # right-to-left and other scripts are kept
+    }
+    rows = {r["person"]: r["label"] for r in _sparql(_bindings(*[_person(n, t) for n, t in labels.items()]))}
+    assert rows["Q1"] == "Asha Injected: line three"
+    assert rows["Q2"] == "evil name x"
+    assert rows["Q3"] == "<script>alert(1)</script>"  # text, escaped where it is rendered
+    assert len(rows["Q4"]) == MAX_LABEL_CHARS and rows["Q4"].endswith("…")
+    assert rows["Q5"] == "[31m"
+    assert rows["Q6"] == "अमिताभ بچن"

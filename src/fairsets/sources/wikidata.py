@@ -67,7 +67,6 @@ from __future__ import annotations
 import csv
 import http.client
 import io
-import json
 import logging
 import math
 import re
@@ -82,6 +81,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..fetch.answers import BadAnswer, loads_json, read_capped_stream
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, user_agent
 from ..textfile import read_text
@@ -114,6 +114,8 @@ COMMONS_FILEPATH = "http://commons.wikimedia.org/wiki/Special:FilePath/"
 INSTALL_HINT = "pip install 'fairsets[fetch]'"
 #: One whole query may take two timeouts and this many seconds (the timeout is per socket operation).
 DEADLINE_MARGIN = 30.0
+MAX_ANSWER_BYTES = 256 * 1024 * 1024  # one SPARQL answer (a page of 5000 rows is a few MB)
+MAX_LABEL_CHARS = 400
 
 QID_RE = re.compile(r"^Q[1-9][0-9]*$")
 _ENTITY_RE = re.compile(r"^https?://www\.wikidata\.org/entity/(Q[1-9][0-9]*)$")
@@ -388,16 +390,19 @@ def _request(endpoint: str, query: str, agent: str, timeout: float) -> bytes:
     sparql.setOnlyConneg(True)
     sparql.setTimeout(max(1, math.ceil(timeout)))
 
+    host = urllib.parse.urlsplit(endpoint).netloc
+
     def query() -> bytes:
         result = sparql.query()
-        try:
-            return result.response.read()
+        try:  # capped: an endless or huge answer must not take all the memory
+            return read_capped_stream(result.response, MAX_ANSWER_BYTES, f"query service {host}")
         finally:
             result.response.close()
 
     try:  # the timeout is per socket operation: the deadline bounds the whole request (a drip)
-        host = urllib.parse.urlsplit(endpoint).netloc
         return call_with_deadline(query, 2 * timeout + DEADLINE_MARGIN, what=f"query service {host}")
+    except BadAnswer as exc:
+        raise SparqlResponseError(f"{exc}: ask smaller pages (page_size)") from None
     except (urllib.error.HTTPError, SPARQLWrapperException) as exc:
         herr = _http_error_in(exc)
         if herr is None:
@@ -417,11 +422,11 @@ def _request(endpoint: str, query: str, agent: str, timeout: float) -> bytes:
 
 def _parse(body: bytes, endpoint: str) -> list[dict[str, Any]]:
     try:
-        data = json.loads(body.decode("utf-8"))
+        data = loads_json(body, endpoint)
         bindings = data["results"]["bindings"]
         if not isinstance(bindings, list):
             raise TypeError("bindings is not a list")
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (BadAnswer, KeyError, TypeError) as exc:
         snippet = body[:200].decode("utf-8", "replace")
         raise SparqlResponseError(
             f"{endpoint} did not return a complete SPARQL JSON result ({exc}); the query may have hit "
@@ -450,19 +455,36 @@ def normalise_image(value: str) -> tuple[str, str]:
 
 def _value(binding: dict[str, Any], var: str) -> str | None:
     cell = binding.get(var)
-    return cell.get("value") if isinstance(cell, dict) else None
+    value = cell.get("value") if isinstance(cell, dict) else None
+    return value if isinstance(value, str) else None
+
+
+# Control characters, and the bidirectional embeddings, overrides and isolates that make a label
+# display as something else (right-to-left *text* is kept: many Indian names are written in it).
+_LABEL_JUNK = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]+")
+
+
+def clean_label(text: str) -> str:
+    """A label as one line: control and bidi-override characters and runs of white space become one
+    space, and more than :data:`MAX_LABEL_CHARS` characters are cut (with ``…``)."""
+    text = " ".join(_LABEL_JUNK.sub(" ", text).split())
+    return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + "…"
 
 
 def _rows_of(bindings: list[dict[str, Any]], state: State, gender: str, association: str) -> list[dict]:
     rows = []
     for b in bindings:
+        if not isinstance(b, dict):
+            log.debug("skipping a binding that is not an object: %.200r", b)
+            continue
         m = _ENTITY_RE.match(_value(b, "person") or "")
         image = _value(b, "image")
         if not m or not image:
             log.debug("skipping a binding without a Wikidata item or image: %s", b)
             continue
         person = m.group(1)
-        label = _value(b, "labelEn") or _value(b, "labelMul") or _value(b, "labelAny") or person
+        label = clean_label(_value(b, "labelEn") or _value(b, "labelMul") or _value(b, "labelAny") or "")
+        label = label or person
         url, file = normalise_image(image)
         rows.append(
             {
