@@ -9,15 +9,24 @@ error about the listing, never a crash, a hang or a silently mangled value.
 from __future__ import annotations
 
 import io
+import os
+import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
 from fairsets.data import Sample, Status
 from fairsets.pipeline.step import build_step
+from fairsets.sources import SourceError, build_source
 from fairsets.vision.imageformat import MAX_JPEG_SCANS, jpeg_scan_count
+from helpers import jpeg, portraits
 
 
 def _decode(data: bytes, **params: object) -> Sample:
@@ -77,3 +86,112 @@ def test_jpeg_scan_limit_is_a_parameter() -> None:
     assert _decode(data).status is Status.OK
     s = _decode(data, max_jpeg_scans=10)
     assert s.status is Status.REJECTED and "more than 10" in s.reason
+
+
+# -- folder names that are not UTF-8 ----------------------------------------------------------------
+
+FOLDER_RECIPE = """
+name = "names"
+seed = 3
+groups = ["state", "gender"]
+quota = 1
+variants = ["imbalanced"]
+
+[source]
+type = "local"
+path = "images"
+layout = "{state}/{gender}"
+defaults = {license = "CC0-1.0"}
+
+[[steps]]
+name = "license"
+
+[[steps]]
+name = "decode"
+
+[executor]
+workers = 0
+"""
+
+
+def _build(tmp_path: Path, recipe: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "r.toml").write_text(recipe)
+    cmd = [sys.executable, "-m", "fairsets.cli", "build", "r.toml", "--out", "out", "--quiet"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=100, cwd=tmp_path)
+
+
+@pytest.mark.timeout(120)
+def test_folder_names_that_are_not_utf8_are_rejected_not_a_crash(tmp_path: Path) -> None:
+    """A file (or a layout folder) whose name is not UTF-8 crashed the scan with
+    UnicodeEncodeError and a traceback; now each such file is one rejection naming it (escaped),
+    and the rest of the folder builds."""
+    root = os.fsencode(tmp_path / "images")
+    for folder, name, i in [
+        (b"Goa/female", b"ok.jpg", 0),
+        (b"Goa/female", b"bad\xff.jpg", 0),
+        (b"Go\xe9/male", b"x.jpg", 0),  # a latin-1 folder name: the group value is not text either
+        (b"Goa/male", b"line\nbreak.jpg", 1),  # odd but valid UTF-8: built as any other file
+    ]:
+        os.makedirs(root + b"/" + folder, exist_ok=True)
+        with open(root + b"/" + folder + b"/" + name, "wb") as fh:
+            fh.write(jpeg(portraits()[i]))
+    proc = _build(tmp_path, FOLDER_RECIPE)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    rejects = pq.read_table(tmp_path / "out" / "rejects.parquet").to_pylist()
+    by_path = {r["source_path"]: r for r in rejects}
+    assert "not UTF-8" in by_path["Goa/female/bad\\xff.jpg"]["reason"]
+    assert "not UTF-8" in by_path["Go\\xe9/male/x.jpg"]["reason"]
+    assert "Goa/male/line\nbreak.jpg" not in by_path
+
+
+# -- Parquet listings whose values are not text --------------------------------------------------
+
+_BASE = {"path": ["a.jpg"], "gender": ["female"], "license": ["CC0-1.0"]}
+
+# name → (the column "state" or an extra one, expected: "ok" or the Arrow type the error names)
+PARQUET_CASES: dict[str, tuple[dict[str, pa.Array], str]] = {
+    "bytes-group": ({"state": pa.array([b"Goa"])}, "binary"),
+    "bytes-not-utf8": ({"state": pa.array([b"\xff\x00"])}, "binary"),
+    "struct-group": ({"state": pa.array([{"name": "Goa"}])}, "struct"),
+    "list-group": ({"state": pa.array([["Goa", "Kerala"]])}, "list"),
+    "map-group": ({"state": pa.array([[("k", "v")]], pa.map_(pa.string(), pa.string()))}, "map"),
+    "bytes-extra": ({"state": pa.array(["Goa"]), "blob": pa.array([b"\x00" * 64])}, "binary"),
+    "nested-extra": ({"state": pa.array(["Goa"]), "meta": pa.array([{"a": [1, 2]}])}, "struct"),
+    "dictionary-of-bytes": ({"state": pa.array([b"Goa"]).dictionary_encode()}, "dictionary<values=binary"),
+    "dictionary-of-text": ({"state": pa.array(["Goa"]).dictionary_encode()}, "ok"),
+    "large-string": ({"state": pa.array(["Goa"], pa.large_string())}, "ok"),
+    "float-group": ({"state": pa.array([1.5])}, "ok"),
+    "bool-group": ({"state": pa.array([True])}, "ok"),
+    "timestamp-extra": ({"state": pa.array(["Goa"]), "taken": pa.array([0], pa.timestamp("s"))}, "ok"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARQUET_CASES))
+def test_parquet_listing_values_that_are_not_text(name: str, tmp_path: Path) -> None:
+    """Binary and nested Parquet columns were published as Python reprs (``state = "b'Goa'"``,
+    a path ``"{'p': 'a.jpg'}"``); now the listing is refused naming the column and its type."""
+    columns, expected = PARQUET_CASES[name]
+    pq.write_table(pa.table({**_BASE, **columns}), tmp_path / "l.parquet")
+    source = build_source("local", {"path": "l.parquet"}, tmp_path, ["state", "gender"])
+    if expected == "ok":
+        (row,) = source.scan()
+        assert not any(str(v).startswith(("b'", "{", "[")) for v in row.values() if v is not None), row
+        return
+    with pytest.raises(SourceError, match=rf"column '\w+' holds {re.escape(expected)}") as err:
+        source.scan()
+    assert "cast it to string" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.timeout(120)
+def test_parquet_listing_with_a_binary_path_column_is_one_line(tmp_path: Path) -> None:
+    pq.write_table(
+        pa.table({"path": [b"a.jpg"], "state": ["Goa"], "gender": ["female"], "license": ["CC0-1.0"]}),
+        tmp_path / "l.parquet",
+    )
+    proc = _build(
+        tmp_path, FOLDER_RECIPE.replace('path = "images"', 'path = "l.parquet"').replace("layout", "#")
+    )
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.strip()
+    assert len(err.splitlines()) == 1 and "column 'path' holds binary" in err, err

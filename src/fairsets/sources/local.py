@@ -157,10 +157,42 @@ def _read_csv(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
 def _read_parquet(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
     import pyarrow.parquet as pq
 
-    header = [str(n).strip() for n in pq.read_schema(path).names]
+    schema = pq.read_schema(path)
+    header = [str(n).strip() for n in schema.names]
     if len(set(header)) != len(header) or any(not n for n in header):
         return header, []  # read_listing names the bad column (reading would fail or merge them)
+    for name, field in zip(header, schema, strict=True):
+        if not _scalar_type(field.type):
+            raise SourceError(
+                f"source.path: listing {path}: column {name!r} holds {field.type}, not text or numbers "
+                "(it would be published as a Python repr); cast it to string or drop it"
+            )
     return header, pq.read_table(path).rename_columns(header).to_pylist()
+
+
+def _scalar_type(t: Any) -> bool:
+    """Whether a Parquet column of Arrow type ``t`` holds values a listing cell can be: text,
+    numbers, booleans, dates/times (a dictionary column by its values); not bytes or nested data."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return not (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_nested(t)
+        or getattr(pa.types, "is_binary_view", lambda _t: False)(t)
+    )
+
+
+def _is_text(name: str) -> bool:
+    """Whether ``name`` (from the file system) is valid Unicode, i.e. holds no surrogate escapes."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _ours(col: str, theirs: dict[str, str]) -> str:
@@ -300,8 +332,15 @@ class LocalSource(Source):
             raise SourceError(f"source.path: no images ({', '.join(sorted(exts))}) under {root}")
         pattern = self._layout_regex()
         rows = []
+        self._refused = {}
         for f in files:
             rel = f.relative_to(root).as_posix()
+            if not _is_text(rel):  # bytes that are not UTF-8 (surrogate escapes): not publishable
+                shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                self._refused[shown] = (
+                    f"file name is not UTF-8 (bytes shown as \\xNN): {shown}; rename it with a UTF-8 name"
+                )
+                rel = shown
             row: dict[str, Any] = {self.params.image_column: rel}
             if pattern is not None:
                 m = pattern.match(str(Path(rel).parent.as_posix()))
@@ -310,6 +349,9 @@ class LocalSource(Source):
                 row.update(m.groupdict())
             rows.append(row)
         return rows
+
+    _refused: dict[str, str]
+    """Folder files listed but refused before reading (file name → reason)."""
 
     def _layout_regex(self) -> re.Pattern[str] | None:
         if not self.params.layout:
@@ -363,6 +405,8 @@ class LocalSource(Source):
                 v = get(name)
                 row[name] = None if v is None else str(v)
             keep_other_columns(row, raw, theirs, skip=p.image_column)
+            if str(img) in getattr(self, "_refused", {}):
+                row.update(_rejected=self._refused[str(img)], _rejected_step="source")
             out.append(row)
         return out
 
