@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from PIL import Image
 from fairsets.data import Sample, Status
 from fairsets.pipeline.step import build_step
 from fairsets.sources import SourceError, build_source
+from fairsets.vision.decode import to_rgb
 from fairsets.vision.imageformat import MAX_JPEG_SCANS, jpeg_scan_count
 from helpers import jpeg, portraits
 
@@ -195,3 +197,48 @@ def test_parquet_listing_with_a_binary_path_column_is_one_line(tmp_path: Path) -
     assert proc.returncode == 2, proc.stderr
     err = proc.stderr.strip()
     assert len(err.splitlines()) == 1 and "column 'path' holds binary" in err, err
+
+
+# -- memory bombs under max_pixels ----------------------------------------------------------------
+
+
+def _wide_mode_image(mode: str) -> Image.Image:
+    """A 5-megapixel image in ``mode`` (2500 × 2000), loaded."""
+    n = 5_000_000
+    if mode == "F":
+        im = Image.fromarray(np.linspace(-5.0, 1000.0, n, dtype=np.float32).reshape(2000, 2500), "F")
+    elif mode == "I":
+        im = Image.fromarray(np.arange(n, dtype=np.int32).reshape(2000, 2500), "I")
+    elif mode == "I;16":
+        im = Image.frombytes("I;16", (2500, 2000), (np.arange(n) % 65536).astype("<u2").tobytes())
+    else:
+        im = Image.fromarray(np.full((2000, 2500, 4), 100, np.uint8), "RGBA")
+    im.load()
+    return im
+
+
+@pytest.mark.parametrize("mode", ["F", "I", "I;16", "RGBA"])
+def test_converting_a_wide_mode_image_costs_little_more_than_its_pixels(mode: str) -> None:
+    """A 250 kB deflated float (or 32-bit, or RGBA) TIFF of 40 MP is allowed by max_pixels; its
+    conversion to RGB went through float64 copies of the whole image and peaked at 1.2 GB (per
+    worker). Now it is converted a band of rows at a time: at 5 MP the peak was 123-133 MB and is
+    47-55 MB (the numpy copy of the pixels, 20 MB, the 15 MB result and small bands)."""
+    im = _wide_mode_image(mode)
+    tracemalloc.start()
+    try:
+        rgb = to_rgb(im)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert rgb.shape == (2000, 2500, 3) and rgb.dtype == np.uint8 and rgb.flags.c_contiguous
+    assert peak < 80 * 2**20, f"{peak / 2**20:.0f} MB"
+
+
+def test_band_conversion_keeps_the_whole_image_range() -> None:
+    """The range used to stretch an image is the whole image's, not each band's."""
+    a = np.zeros((3000, 600), np.float32)  # several bands of rows
+    a[-1, -1] = 1000.0  # the maximum, in the last band only
+    rgb = to_rgb(Image.fromarray(a, "F"))
+    assert rgb[0, 0, 0] == 0 and rgb[-1, -1, 0] == 255
+    a[:1500] = 500.0
+    assert to_rgb(Image.fromarray(a, "F"))[0, 0, 0] == 128  # 500 of 0..1000

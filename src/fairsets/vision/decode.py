@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,28 +22,55 @@ __all__ = ["Decode", "to_rgb"]
 _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
 
 
+_CHUNK_PIXELS = 1 << 20
+"""Pixels converted at a time: the float/uint16 temporaries of a conversion stay a few MB each
+(converting a 40 MP float or RGBA image whole peaked at 1.2 GB for a 250 kB file)."""
+
+
+def _row_chunks(arr: np.ndarray) -> Iterator[slice]:
+    """Slices of ``arr``'s rows holding about :data:`_CHUNK_PIXELS` pixels each."""
+    h, w = arr.shape[:2]
+    step = max(1, _CHUNK_PIXELS // max(w, 1))
+    return (slice(r, min(r + step, h)) for r in range(0, h, step))
+
+
 def _scale_to_uint8(arr: np.ndarray, mode: str) -> np.ndarray:
-    """Map a one-channel integer/float image to ``uint8`` (see :func:`to_rgb` for the rules)."""
+    """Map a one-channel integer/float image to ``uint8`` (see :func:`to_rgb` for the rules),
+    a band of rows at a time (the range is that of the whole image)."""
     if mode.startswith("I;16"):
-        return ((arr.astype(np.uint32) + 128) // 257).astype(np.uint8)
-    a = arr.astype(np.float64)
-    lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
-    if mode == "F" and lo >= 0.0 and hi <= 1.0:
-        a = a * 255.0
-    elif lo >= 0.0 and hi <= 255.0:
-        pass
-    elif mode == "I" and lo >= 0.0 and hi <= 65535.0:
-        a = a / 257.0
-    else:  # arbitrary range: stretch min..max to 0..255
-        a = (a - lo) * (255.0 / (hi - lo)) if hi > lo else np.zeros_like(a)
-    return np.clip(np.rint(a), 0, 255).astype(np.uint8)
+
+        def scale(a: np.ndarray) -> np.ndarray:
+            return (a.astype(np.uint32) + 128) // 257
+
+    else:
+        lo, hi = (float(arr.min()), float(arr.max())) if arr.size else (0.0, 0.0)
+
+        def scale(a: np.ndarray) -> np.ndarray:
+            a = a.astype(np.float64)
+            if mode == "F" and lo >= 0.0 and hi <= 1.0:
+                a *= 255.0
+            elif lo >= 0.0 and hi <= 255.0:
+                pass
+            elif mode == "I" and lo >= 0.0 and hi <= 65535.0:
+                a /= 257.0
+            else:  # arbitrary range: stretch min..max to 0..255
+                a = (a - lo) * (255.0 / (hi - lo)) if hi > lo else np.zeros_like(a)
+            return np.clip(np.rint(a), 0, 255)
+
+    out = np.empty(arr.shape, np.uint8)
+    for rows in _row_chunks(arr):
+        out[rows] = scale(arr[rows])
+    return out
 
 
 def _composite_on_white(rgba: np.ndarray) -> np.ndarray:
-    rgb = rgba[..., :3].astype(np.uint16)
-    alpha = rgba[..., 3:4].astype(np.uint16)
-    out = (rgb * alpha + 255 * (255 - alpha) + 127) // 255
-    return out.astype(np.uint8)
+    out = np.empty((*rgba.shape[:2], 3), np.uint8)
+    for rows in _row_chunks(rgba):
+        band = rgba[rows]
+        rgb = band[..., :3].astype(np.uint16)
+        alpha = band[..., 3:4].astype(np.uint16)
+        out[rows] = (rgb * alpha + 255 * (255 - alpha) + 127) // 255
+    return out
 
 
 def to_rgb(im: Any) -> np.ndarray:
