@@ -53,7 +53,7 @@ EXPECTED = {
     "slow": ("failed", "timeout: timed out"),
     "missing": ("rejected", "http_404: Not Found"),
     "flaky": ("failed", "http_500: Internal Server Error"),
-    "not_an_image": ("rejected", "undecodable: Image decoding error"),
+    "not_an_image": ("rejected", "undecodable: not an image Pillow can identify (UnidentifiedImageError)"),
 }
 
 

@@ -43,6 +43,8 @@ API:
     * ``read_image(out_dir, status_row) -> bytes``
     * ``classify_img2dataset(status, error_message) -> (status, error)``
     * ``GuardedDownloader`` — img2dataset ``Downloader`` that installs the guard per shard
+    * ``PixelCappedResizer`` — refuses images over ``policy.max_pixels`` from their header,
+      before img2dataset decodes them
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ __all__ = [
     "STATUS_COLUMNS",
     "STATUS_SCHEMA",
     "GuardedDownloader",
+    "PixelCappedResizer",
     "classify_img2dataset",
     "download_urls",
     "read_image",
@@ -131,6 +134,51 @@ _MAX_ERROR = 500
 
 # One guarded opener at a time per process: install_opener() sets a process-wide global.
 _OPENER_LOCK = threading.Lock()
+
+
+class PixelCappedResizer:
+    """img2dataset's resizer behind a header check: at most ``max_pixels`` pixels, known formats only.
+
+    img2dataset decodes every download with ``cv2.imdecode`` before it looks at the size (OpenCV
+    allows 2^30 pixels): a 650 kB PNG of 15000 x 15000 pixels takes 1.3 GB and 9 s per thread.
+    The width and height are read from the header with Pillow (no pixel is decoded) and an
+    image over ``max_pixels`` is refused (``refused (too_large): ...``); a file Pillow cannot
+    identify is refused as ``undecodable`` instead of going to OpenCV's other decoders (EXR,
+    HDR, JPEG 2000, ...). The ``(img, w, h, ow, oh, error)`` contract of the resizer is kept.
+    """
+
+    def __init__(self, resizer: Any, max_pixels: int) -> None:
+        self.resizer = resizer
+        self.max_pixels = max_pixels
+
+    def __call__(self, img_stream: Any, blurring_bbox_list: Any = None) -> tuple[Any, ...]:
+        import warnings
+
+        from PIL import Image
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                img_stream.seek(0)
+                with Image.open(img_stream) as im:
+                    width, height = im.size
+        except Image.DecompressionBombError as exc:
+            return None, None, None, None, None, f"refused (too_large): {exc}"
+        except Exception as exc:  # per sample: whatever Pillow raises on a broken header
+            return None, None, None, None, None, f"not an image Pillow can identify ({type(exc).__name__})"
+        finally:
+            img_stream.seek(0)
+        if width * height > self.max_pixels:
+            return (
+                None,
+                None,
+                None,
+                None,
+                None,
+                f"refused (too_large): image of {width}x{height} pixels, more than {self.max_pixels} "
+                "(max_pixels)",
+            )
+        return self.resizer(img_stream, blurring_bbox_list)
 
 
 class GuardedDownloader(Downloader):
@@ -191,6 +239,9 @@ def classify_img2dataset(status: str | None, error_message: str | None) -> tuple
     if status == "success":
         return "ok", None
     if status == "failed_to_resize":
+        m = _REFUSED_RE.search(msg)  # PixelCappedResizer: too many pixels
+        if m:
+            return "rejected", _clip(f"{m.group(1)}: {m.group(2)}")
         return "rejected", _clip(f"undecodable: {msg}")
     if status != "failed_to_download":
         return "failed", _clip(f"error: img2dataset status {status!r}: {msg}")
@@ -369,12 +420,15 @@ def _run_round(
         str(tmp_dir),
         0,
     )
-    resizer = Resizer(
-        image_size=256,  # unused with resize_mode="no"
-        resize_mode="no",
-        resize_only_if_bigger=False,
-        encode_format=ENCODE_FORMAT,
-        skip_reencode=True,
+    resizer = PixelCappedResizer(
+        Resizer(
+            image_size=256,  # unused with resize_mode="no"
+            resize_mode="no",
+            resize_only_if_bigger=False,
+            encode_format=ENCODE_FORMAT,
+            skip_reencode=True,
+        ),
+        policy.max_pixels,
     )
     downloader = GuardedDownloader(
         policy=policy,

@@ -111,6 +111,12 @@ class FetchPolicy(BaseModel):
         "link-local IPv6 (fe80::/10) and other non-global unicast addresses",
     )
     max_bytes: int = Field(default=20_000_000, ge=1, description="largest body accepted, in bytes")
+    max_pixels: int = Field(
+        default=40_000_000,
+        ge=1,
+        description="largest downloaded image accepted, in pixels (width x height from its header, "
+        "checked before it is decoded: a 650 kB PNG can decode to gigabytes)",
+    )
     timeout: float = Field(default=20, gt=0, description="seconds per connect / socket read")
     deadline: float = Field(
         default=60,
