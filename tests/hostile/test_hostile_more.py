@@ -11,10 +11,12 @@ from __future__ import annotations
 import io
 import os
 import re
+import struct
 import subprocess
 import sys
 import time
 import tracemalloc
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +29,7 @@ from fairsets.data import Sample, Status
 from fairsets.pipeline.step import build_step
 from fairsets.sources import SourceError, build_source
 from fairsets.vision.decode import to_rgb
-from fairsets.vision.imageformat import MAX_JPEG_SCANS, jpeg_scan_count
+from fairsets.vision.imageformat import MAX_JPEG_SCANS, MAX_PNG_CHUNKS, jpeg_scan_count, png_chunk_count
 from helpers import jpeg, portraits
 
 
@@ -242,3 +244,44 @@ def test_band_conversion_keeps_the_whole_image_range() -> None:
     assert rgb[0, 0, 0] == 0 and rgb[-1, -1, 0] == 255
     a[:1500] = 500.0
     assert to_rgb(Image.fromarray(a, "F"))[0, 0, 0] == 128  # 500 of 0..1000
+
+
+# -- CPU bombs: PNG chunks ------------------------------------------------------------------------
+
+
+def _png_chunk(kind: bytes, payload: bytes) -> bytes:
+    return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+
+
+def _png_with_chunks(n: int, kind: bytes = b"zzZz") -> bytes:
+    """A 128 × 128 PNG with ``n`` empty chunks of ``kind`` before its pixels."""
+    w = h = 128
+    pixels = zlib.compress(b"".join(b"\x00" + b"\x80" * (w * 3) for _ in range(h)))
+    head = b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+    return head + _png_chunk(kind, b"") * n + _png_chunk(b"IDAT", pixels) + _png_chunk(b"IEND", b"")
+
+
+def test_png_chunk_count() -> None:
+    assert png_chunk_count(_png_with_chunks(0)) == 3
+    assert png_chunk_count(_png_with_chunks(10)) == 13
+    assert png_chunk_count(_png_with_chunks(10)[:-12]) == 12  # no IEND: counted to the end
+    assert png_chunk_count(_png_with_chunks(500), limit=100) == 101  # stops counting
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", [b"zzZz", b"IDAT"])
+def test_png_with_a_million_chunks_is_rejected_before_decoding(kind: bytes) -> None:
+    """Pillow parses each chunk in Python: 1.5 million empty private chunks in 18 MB took 10 s
+    (empty IDATs 3 s) for a 256 × 256 image; more than MAX_PNG_CHUNKS chunks are refused first."""
+    data = _png_with_chunks(1_000_000, kind)
+    assert len(data) < 20_000_000  # under the decode step's default byte cap
+    t0 = time.perf_counter()
+    s = _decode(data, min_side=16)
+    took = time.perf_counter() - t0
+    assert s.status is Status.REJECTED and "too many PNG chunks" in s.reason, s.reason
+    assert took < 1.5, took
+
+
+def test_png_with_many_ordinary_chunks_still_decodes() -> None:
+    s = _decode(_png_with_chunks(MAX_PNG_CHUNKS - 10), min_side=16)
+    assert s.status is Status.OK and s.image.shape == (128, 128, 3)

@@ -11,7 +11,8 @@ WebP, GIF, BMP and TIFF, plus AVIF/HEIF where a plugin for them is installed. So
   plugin is ever tried;
 * a JPEG with more than :data:`MAX_JPEG_SCANS` scans is refused before it is decoded: the
   decoder walks the whole image once per scan, so a 73 kB file of 3000 empty progressive
-  scans takes 14 s at 4 MP (hours at 40 MP and 20 MB); a real encoder writes about ten;
+  scans takes 14 s at 4 MP (hours at 40 MP and 20 MB); a real encoder writes about ten; a PNG
+  with more than :data:`MAX_PNG_CHUNKS` chunks likewise (Pillow parses each chunk in Python);
 * :func:`image_errors` turns *any* exception raised by the image library while it identifies,
   opens, loads, transposes or converts the image (``RuntimeError`` from a corrupt AVIF,
   ``MemoryError``, ``struct.error``, ``ZeroDivisionError``, ...) into :class:`ImageDecodeError`,
@@ -31,6 +32,7 @@ from typing import Any
 
 __all__ = [
     "MAX_JPEG_SCANS",
+    "MAX_PNG_CHUNKS",
     "ImageDecodeError",
     "allowed_formats",
     "decode_failure",
@@ -38,6 +40,7 @@ __all__ = [
     "image_errors",
     "jpeg_scan_count",
     "open_image",
+    "png_chunk_count",
     "sniff_format",
 ]
 
@@ -87,13 +90,17 @@ _JPEG_NEXT_MARKER = re.compile(rb"\xff(?=[^\x00\xd0-\xd7\xff])")
 MAX_JPEG_SCANS = 100
 """Most scans a JPEG may have (each costs a pass over the whole image; encoders write ≤ ~20)."""
 
+MAX_PNG_CHUNKS = 100_000
+"""Most chunks a PNG may have: Pillow handles each in Python (1.5 million empty chunks in 18 MB
+took 10 s and kept a list entry each); encoders write one per 8-64 kB of pixels."""
+
 
 class ImageDecodeError(ValueError):
     """Image bytes that cannot (or may not) be decoded; ``str()`` is the per-sample reason.
 
     ``kind`` is ``"not_image"`` (unrecognised bytes), ``"unsupported"`` (a known format outside
     the allow-list), ``"too_large"`` (Pillow's decompression-bomb guard), ``"too_costly"``
-    (a JPEG with more scans than allowed) or ``"corrupt"`` (the
+    (a JPEG with more scans, a PNG with more chunks, than allowed) or ``"corrupt"`` (the
     image library raised while decoding).
     """
 
@@ -206,6 +213,19 @@ def jpeg_scan_count(data: bytes, limit: int = MAX_JPEG_SCANS) -> int:
     return n
 
 
+def png_chunk_count(data: bytes, limit: int = MAX_PNG_CHUNKS) -> int:
+    """The number of chunks of the PNG ``data`` up to ``IEND`` (or the end of the data), counting
+    stops once past ``limit``. Each chunk is its 4-byte length, type, payload and CRC."""
+    view = memoryview(data)
+    n, i, size = 0, 8, len(view)
+    while i + 8 <= size and n <= limit:
+        n += 1
+        if view[i + 4 : i + 8] == b"IEND":
+            break
+        i += 12 + int.from_bytes(view[i : i + 4], "big")
+    return n
+
+
 def _library_reason(exc: BaseException) -> str:
     """``Type: message`` of an image-library exception, without object addresses."""
     msg = _ADDRESS.sub("", str(exc)).strip()
@@ -250,7 +270,8 @@ def open_image(data: bytes, *, max_jpeg_scans: int = MAX_JPEG_SCANS) -> Any:
     Raises:
         ImageDecodeError: ``"not an image"`` (unrecognised or empty bytes), ``"unsupported
             format NAME"`` (a format outside :func:`allowed_formats`), ``"too many JPEG scans"``
-            (more than ``max_jpeg_scans``, see :func:`jpeg_scan_count`), or the library's
+            (more than ``max_jpeg_scans``, see :func:`jpeg_scan_count`), ``"too many PNG
+            chunks"`` (more than :data:`MAX_PNG_CHUNKS`), or the library's
             failure to read the header.
     """
     from PIL import Image
@@ -264,10 +285,14 @@ def open_image(data: bytes, *, max_jpeg_scans: int = MAX_JPEG_SCANS) -> Any:
     if fmt not in allowed:
         why = f" (no {fmt} plugin installed)" if fmt in _OPTIONAL else ""
         raise ImageDecodeError(f"unsupported format {fmt}{why}", kind="unsupported")
-    if fmt == "JPEG" and (scans := jpeg_scan_count(data, max_jpeg_scans)) > max_jpeg_scans:
+    if fmt == "JPEG" and jpeg_scan_count(data, max_jpeg_scans) > max_jpeg_scans:
         raise ImageDecodeError(
-            f"too many JPEG scans: more than {max_jpeg_scans} (found {scans} before stopping); "
-            "each is a pass over the whole image",
+            f"too many JPEG scans: more than {max_jpeg_scans}; each is a pass over the whole image",
+            kind="too_costly",
+        )
+    if fmt == "PNG" and png_chunk_count(data) > MAX_PNG_CHUNKS:
+        raise ImageDecodeError(
+            f"too many PNG chunks: more than {MAX_PNG_CHUNKS}; Pillow parses each one in Python",
             kind="too_costly",
         )
     try:
