@@ -22,6 +22,9 @@ console = Console(stderr=True)
 #: Set by ``fairsets --debug``: errors also print their traceback.
 DEBUG = False
 
+#: Set by ``fairsets -v``: debug logging, which no command's own ``--quiet`` default may undo.
+VERBOSE = False
+
 
 def debug_enabled() -> bool:
     """``--debug`` was given, or ``FAIRSETS_DEBUG`` is set to something other than 0/empty."""

@@ -47,10 +47,15 @@ _die = die
 
 
 def _setup_logging(verbose: bool, quiet: bool) -> None:
+    """The ``fairsets`` loggers' level for a command: DEBUG under ``fairsets -v`` (given before the
+    command, it wins over the command's defaults and its ``--quiet``), else WARNING with ``--quiet``,
+    else INFO."""
+    verbose = verbose or _cli_util.VERBOSE
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    # Other libraries (open_clip logs to the root logger) speak only at WARNING and above.
+    # Other libraries (open_clip logs to the root logger) speak only at WARNING and above, or INFO
+    # under -v (their DEBUG, e.g. Pillow's chunk-by-chunk trace, would drown fairsets' own).
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
+        level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -59,15 +64,18 @@ def _setup_logging(verbose: bool, quiet: bool) -> None:
 
 @app.callback()
 def _root(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Debug logging (before the command: fairsets -v build …).")
+    ] = False,
     debug: Annotated[
         bool, typer.Option("--debug", help="Show the traceback of an error (also FAIRSETS_DEBUG=1).")
     ] = False,
 ) -> None:
     """fairsets: balanced, documented datasets for fairness research."""
     _cli_util.DEBUG = debug
+    _cli_util.VERBOSE = verbose
     if verbose:
-        logging.getLogger("fairsets").setLevel(logging.DEBUG)
+        _setup_logging(True, False)
 
 
 @app.command("build")

@@ -59,6 +59,13 @@ __all__ = [
 
 VARIANTS = ("imbalanced", "balanced", "augmented")
 
+#: A recipe larger than this is not a recipe (a data file given by mistake).
+MAX_RECIPE_BYTES = 1_000_000
+
+#: The largest quota per cell: beyond it the augmentations that fill a cell of a few real images
+#: would run for days (a quota of 10**20 never finishes planning); a larger one is a typo.
+MAX_QUOTA = 1_000_000
+
 
 class RecipeError(ValueError):
     """A recipe is malformed; the message names the offending key."""
@@ -147,7 +154,7 @@ class Recipe(_Strict):
     name: str
     seed: int = 0
     groups: list[str] = Field(min_length=1)
-    quota: int = Field(ge=1)
+    quota: int = Field(ge=1, le=MAX_QUOTA)
     variants: list[Literal["imbalanced", "balanced", "augmented"]] = ["imbalanced", "balanced", "augmented"]
     cells: dict[str, list[str]] = Field(
         default_factory=dict,
@@ -220,12 +227,29 @@ def parse_recipe(data: dict[str, Any], base_dir: Path | str = ".") -> Recipe:
 def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:
     """Load and validate a TOML recipe. ``overrides`` (dotted keys) apply CLI flags on top."""
     path = Path(path)
+    if path.is_dir():
+        raise RecipeError(f"{path}: a folder, not a recipe; give the recipe's .toml file (see builders/)")
+    if not path.exists():
+        raise RecipeError(f"recipe not found: {path}; check the path (see builders/ for examples)")
     if not path.is_file():
-        raise RecipeError(f"recipe not found: {path}")
+        raise RecipeError(f"{path}: not a regular file; give the recipe's .toml file (see builders/)")
+    if path.stat().st_size > MAX_RECIPE_BYTES:
+        raise RecipeError(
+            f"{path}: {path.stat().st_size} bytes, too large for a recipe (at most {MAX_RECIPE_BYTES}); "
+            "give the recipe's .toml file"
+        )
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise RecipeError(f"{path}: not valid TOML: {exc}") from None
+        # utf-8-sig: a byte-order mark (Windows editors write one) is dropped, not a syntax error
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path}: not valid TOML: {exc}; fix the recipe's syntax") from None
+    except UnicodeDecodeError as exc:
+        raise RecipeError(
+            f"{path}: not UTF-8 text (byte {exc.start}); a recipe is a UTF-8 TOML file, save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise RecipeError(f"{path}: cannot read the recipe ({why}); check its permissions") from None
     for dotted, value in (overrides or {}).items():
         if value is None:
             continue

@@ -12,7 +12,16 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["DETECTORS", "EXECUTORS", "MODELS", "SOURCES", "STEPS", "Registry", "register"]
+__all__ = ["DETECTORS", "EXECUTORS", "MODELS", "SOURCES", "STEPS", "Registry", "UnknownName", "register"]
+
+
+class UnknownName(KeyError, ValueError):
+    """A name no component is registered under. A ``KeyError`` (a failed lookup) and a
+    ``ValueError`` (a bad recipe or option value), so callers that validate parameters report it as
+    the bad value it is; its message is plain text (not the quoted repr ``KeyError`` prints)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown name"
 
 
 class Registry(Generic[T]):
@@ -38,7 +47,7 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             known = ", ".join(sorted(self._items)) or "none"
-            raise KeyError(f"unknown {self.kind} {name!r} (known: {known})") from None
+            raise UnknownName(f"unknown {self.kind} {name!r} (known: {known})") from None
 
     def names(self) -> list[str]:
         return sorted(self._items)

@@ -19,7 +19,9 @@ _PRETRAINED_HELP = (
 
 
 def _quiet_logging(quiet: bool) -> None:
-    if quiet:  # warnings (e.g. rejected rows) still show; -v (debug) is left alone otherwise
+    from .. import _cli_util
+
+    if quiet and not _cli_util.VERBOSE:  # warnings (e.g. rejected rows) still show; -v wins
         logging.getLogger("fairsets").setLevel(logging.WARNING)
 
 

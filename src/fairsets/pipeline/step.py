@@ -100,7 +100,7 @@ class Step:
 
 def build_step(name: str, params: dict[str, Any]) -> Step:
     """Instantiate the registered step ``name`` with ``params``; errors name the step and key."""
-    from ..registry import STEPS
+    from ..registry import STEPS, UnknownName
 
     cls = STEPS.get(name)
     try:
@@ -110,3 +110,5 @@ def build_step(name: str, params: dict[str, Any]) -> Step:
             f"{'.'.join(str(p) for p in err['loc']) or '(params)'}: {err['msg']}" for err in exc.errors()
         )
         raise ValueError(f"step {name!r}: {problems}") from None
+    except UnknownName as exc:  # a parameter names a component that is not registered (detector, ...)
+        raise UnknownName(f"step {name!r}: {exc}") from None  # still a ValueError (a bad value)

@@ -130,6 +130,16 @@ class SourceRejected(Exception):
         self.step = step
 
 
+def _param_problem(err: Any) -> str:
+    """One pydantic error of a source's parameters, naming the key."""
+    loc = ".".join(str(p) for p in err["loc"]) or "(params)"
+    if err["type"] == "extra_forbidden":
+        return f"unknown key {loc!r}"
+    if err["type"] == "missing":
+        return f"missing key {loc!r}"
+    return f"{loc}: {str(err['msg']).removeprefix('Value error, ')}"
+
+
 class SourceParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -167,11 +177,7 @@ class Source:
         try:
             self.params = self.Params(**params)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'unknown key' if e['type'] == 'extra_forbidden' else e['msg']} "
-                f"{'.'.join(str(p) for p in e['loc'])!r}"
-                for e in exc.errors()
-            )
+            problems = "; ".join(_param_problem(e) for e in exc.errors())
             raise SourceError(f"source {self.registered_name!r}: {problems}") from None
         self.base_dir = base_dir
         self.groups = groups

@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..data import make_key
 from ..fetch.localfile import DEFAULT_MAX_BYTES, LocalFileRefused, read_local_file
@@ -72,6 +72,50 @@ class LocalParams(SourceParams):
     extensions: list[str] = Field(default_factory=lambda: list(IMAGE_EXTENSIONS))
     prepare: str | None = None
     """``file.py:function`` (relative to the recipe) called with the listing path to create it."""
+
+    @field_validator("prepare")
+    @classmethod
+    def _prepare_spec(cls, v: str | None) -> str | None:
+        if v is not None and not _HOOK_SPEC.match(v):
+            raise ValueError(
+                f"expected 'file.py:function' (a Python file next to the recipe and the function in it "
+                f"that writes the listing), got {v!r}"
+            )
+        return v
+
+
+_HOOK_SPEC = re.compile(r"^[^:]+\.py:[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_hook(hook: Path, func: str, where: str = "source") -> None:
+    """Without running it: the hook file parses as Python and defines ``func`` at its top level.
+
+    Raises :class:`SourceError` (problem + fix) otherwise, so ``fairsets validate`` catches a typo in
+    ``prepare`` before a build runs the hook.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(hook.read_bytes(), filename=str(hook))
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise SourceError(
+            f"{where}.prepare: {hook} is not readable Python ({exc}); fix the hook file"
+        ) from None
+    defined = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    if func not in defined:
+        funcs = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef))
+        raise SourceError(
+            f"{where}.prepare: {hook.name} defines no function {func!r} (functions: "
+            f"{', '.join(funcs) or 'none'}); fix the name after the colon"
+        )
 
 
 def read_listing(path: Path) -> list[dict[str, Any]]:
@@ -290,6 +334,13 @@ def published_path(value: str, root: Path) -> tuple[Path, str]:
 class LocalSource(Source):
     Params = LocalParams
 
+    def __init__(self, params: dict[str, Any], base_dir: Path, groups: list[str]) -> None:
+        super().__init__(params, base_dir, groups)
+        if self.params.prepare:  # a typo in the hook's function is found by validate, not mid-build
+            file, _, func = self.params.prepare.partition(":")
+            if (self.base_dir / file).is_file():  # a missing file is check_sources' to report
+                check_hook(self.base_dir / file, func)
+
     @property
     def location(self) -> Path:
         return self.resolve_path(self.params.path)
@@ -303,11 +354,22 @@ class LocalSource(Source):
             raise SourceError(
                 f"source.prepare: expected 'file.py:function' next to the recipe, got {self.params.prepare!r}"
             )
+        check_hook(hook, func)
         spec = importlib.util.spec_from_file_location(f"fairsets_hook_{hook.stem}", hook)
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        getattr(module, func)(self.location)
+        try:
+            spec.loader.exec_module(module)
+            fn = getattr(module, func, None)
+            if not callable(fn):
+                raise TypeError(f"{func!r} is not a function")
+            fn(self.location)
+        except Exception as exc:  # the hook is the curator's code: its failure is named, not a crash
+            what = " ".join(str(exc).split()) or type(exc).__name__
+            raise SourceError(
+                f"source.prepare: {self.params.prepare} failed: {type(exc).__name__}: {what}; fix the hook "
+                "(fairsets --debug build … shows its traceback)"
+            ) from exc
 
     def scan(self) -> list[dict[str, Any]]:
         self._prepare()

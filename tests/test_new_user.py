@@ -1,0 +1,147 @@
+"""A new user's mistakes through the CLI: each is one line (problem + fix), exit code 2, no traceback.
+
+Recipes with a byte-order mark, a folder or device given as the recipe, a quota that could never
+finish, a step parameter naming an unknown component, a ``prepare`` hook with a typo or that
+fails, and ``fairsets -v`` (debug logging that a command's own default must not undo).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from fairsets.cli import app
+from helpers import write_candidates, write_recipe
+
+pytestmark = pytest.mark.usefixtures("no_egress")
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        app(args=[str(a) for a in args], prog_name="fairsets")
+    out = capsys.readouterr()
+    code = info.value.code
+    return (0 if code is None else int(code)), out.out, out.err
+
+
+def one_line_error(code: int, err: str, *needles: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2, err
+    assert "Traceback" not in err and "please report it" not in err, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def recipe(tmp_path: Path) -> Path:
+    listing = write_candidates(tmp_path / "cands", 4)
+    return write_recipe(tmp_path / "r.toml", listing)
+
+
+@pytest.mark.timeout(60)
+def test_a_recipe_with_a_byte_order_mark_is_read(recipe: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recipe.write_bytes(b"\xef\xbb\xbf" + recipe.read_bytes())  # what Notepad saves as "UTF-8"
+    code, out, err = run_cli(["validate", recipe], capsys)
+    assert code == 0, err
+    assert out.startswith("ok: "), out
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("make", "needles"),
+    [
+        (lambda p: p.mkdir(), ("a folder, not a recipe",)),
+        (lambda p: p.symlink_to(os.devnull), ("not a regular file",)),
+        (lambda p: p.write_bytes("name = 'x'\n".encode("utf-16")), ("not UTF-8 text", "save it as UTF-8")),
+        (lambda p: None, ("recipe not found", "check the path")),
+    ],
+    ids=["folder", "device", "utf16", "missing"],
+)
+def test_what_is_not_a_recipe_file_is_named(
+    make, needles: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "r.toml"
+    make(path)
+    for cmd in (["validate", path], ["build", path, "--out", tmp_path / "o"]):
+        code, _, err = run_cli(cmd, capsys)
+        one_line_error(code, err, "r.toml", *needles)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.timeout(60)
+def test_an_absurd_quota_is_refused_not_planned_forever(
+    recipe: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 10**20 augmentations per cell never finished planning (the build hung until killed)
+    code, _, err = run_cli(["build", recipe, "--out", tmp_path / "o", "--quota", str(10**20)], capsys)
+    one_line_error(code, err, "quota", "1000000")
+    recipe.write_text(recipe.read_text().replace("quota = 3", "quota = 99999999999999999999"))
+    code, _, err = run_cli(["validate", recipe], capsys)
+    one_line_error(code, err, "quota")
+
+
+@pytest.mark.timeout(60)
+def test_an_unknown_detector_is_a_recipe_error(recipe: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = recipe.read_text().replace('name = "detect_face"', 'name = "detect_face"\ndetector = "yolo"')
+    recipe.write_text(text)
+    code, _, err = run_cli(["validate", recipe], capsys)
+    one_line_error(code, err, "step 'detect_face'", "unknown face detector 'yolo'", "res10")
+
+
+def _with_hook(recipe: Path, hook_body: str, spec: str) -> Path:
+    (recipe.parent / "hook.py").write_text(hook_body)
+    text = recipe.read_text()
+    head, _, rest = text.partition("[source]\n")
+    recipe.write_text(f'{head}[source]\nprepare = "{spec}"\n{rest}')
+    return recipe
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("spec", "needles"),
+    [
+        ("hook.py", ("expected 'file.py:function'",)),
+        ("hook.py:mkae", ("defines no function 'mkae'", "make")),
+        ("hook.py:", ("expected 'file.py:function'",)),
+    ],
+    ids=["no-function", "typo", "empty-function"],
+)
+def test_validate_checks_the_prepare_hook(
+    spec: str, needles: tuple[str, ...], recipe: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _with_hook(recipe, "def make(path):\n    pass\n", spec)
+    code, _, err = run_cli(["validate", recipe], capsys)
+    one_line_error(code, err, "prepare", *needles)
+
+
+@pytest.mark.timeout(60)
+def test_a_failing_prepare_hook_is_one_line(
+    recipe: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _with_hook(recipe, "def make(path):\n    raise ValueError('the archive is offline')\n", "hook.py:make")
+    code, _, err = run_cli(["validate", recipe], capsys)
+    assert code == 0, err  # the hook is not run by validate
+    code, _, err = run_cli(["build", recipe, "--out", tmp_path / "o", "-q"], capsys)
+    one_line_error(code, err, "hook.py:make failed", "ValueError: the archive is offline", "fix the hook")
+    assert not (tmp_path / "o" / ".fairsets" / "lock").exists()
+
+
+@pytest.mark.timeout(60)
+def test_verbose_is_not_undone_by_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logger = logging.getLogger("fairsets")
+    before = logger.level
+    try:
+        (tmp_path / "notds").mkdir()
+        args = ["publish", tmp_path / "notds", "--repo-id", "org/name", "--dry-run"]
+        run_cli(["-v", *args], capsys)
+        assert logger.getEffectiveLevel() == logging.DEBUG  # publish used to reset it to INFO
+        run_cli(args, capsys)
+        assert logger.getEffectiveLevel() == logging.INFO  # without -v the next command is not verbose
+    finally:
+        logger.setLevel(before)
