@@ -7,14 +7,18 @@ memory. Only 127.0.0.1 is contacted: the blocked-address cases are refused befor
 from __future__ import annotations
 
 import io
+import socket
 import struct
+import threading
+import time
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fairsets.fetch.guard import FetchPolicy
+from fairsets.fetch.guard import FetchPolicy, fetch_url
 from servers import LoopbackServer, Response
 
 POLICY = FetchPolicy(allow_loopback=True, timeout=2, deadline=5, max_bytes=100_000)
@@ -78,3 +82,167 @@ def test_pixel_capped_resizer_reads_only_the_header() -> None:
     stream = io.BytesIO(png_bomb(10, 10))
     PixelCappedResizer(lambda s, b=None: called.append(s.read(8)) or (b"x", 1, 1, 1, 1, None), 100)(stream)
     assert called == [b"\x89PNG\r\n\x1a\n"]  # handed on rewound
+
+
+# --------------------------------------------------------------------------- raw HTTP answers
+
+
+class RawServer:
+    """A loopback TCP server that answers every connection with fixed bytes, then hangs up."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self, path: str = "/x") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    conn.settimeout(5)
+                    conn.recv(65536)
+                    conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def raw() -> Iterator[Callable[[bytes], RawServer]]:
+    servers: list[RawServer] = []
+
+    def make(answer: bytes) -> RawServer:
+        servers.append(RawServer(answer))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+OK_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\n"
+
+
+def _redirect(location: bytes, code: int = 302) -> bytes:
+    return b"HTTP/1.1 %d Found\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n" % (code, location)
+
+
+HOSTILE: dict[str, tuple[bytes, str, str]] = {
+    # name: (answer, status, start of the error)
+    "content-length-too-long": (
+        OK_HEAD + b"Content-Length: 1000\r\n\r\nabc",
+        "failed",
+        "connection: IncompleteRead",
+    ),
+    "content-length-huge": (
+        OK_HEAD + b"Content-Length: 99999999999999999999\r\n\r\nabc",
+        "rejected",
+        "too_large",
+    ),
+    "huge-header-line": (
+        OK_HEAD + b"X-A: " + b"a" * 100_000 + b"\r\n\r\n",
+        "failed",
+        "connection: LineTooLong",
+    ),
+    "thousands-of-headers": (
+        OK_HEAD + b"".join(b"X-%d: 1\r\n" % i for i in range(3000)) + b"\r\n",
+        "failed",
+        "connection: HTTPException: got more than 100 headers",
+    ),
+    "http-0.9": (b"\xff\xd8\xff\xe0 a body without a status line", "failed", "connection: BadStatusLine"),
+    "chunk-size-huge": (
+        OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\n" + b"a" * 150_000,
+        "rejected",
+        "too_large",
+    ),
+    "chunk-size-negative": (
+        OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\n-5\r\nabc\r\n0\r\n\r\n",
+        "failed",
+        "connection: HTTPException: malformed response body",
+    ),
+    "chunk-size-garbage": (
+        OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+        "failed",
+        "connection: IncompleteRead",
+    ),
+    "status-100-forever": (b"HTTP/1.1 100 Continue\r\n\r\n" * 20_000, "failed", "connection:"),
+    "empty": (b"", "failed", "connection: RemoteDisconnected"),
+    "redirect-loop": (_redirect(b"/again"), "rejected", "too_many_redirects: more than 5 redirects"),
+    "redirect-to-itself": (_redirect(b"/x"), "rejected", "too_many_redirects: more than 5 redirects"),
+    "redirect-file": (
+        _redirect(b"file:///etc/passwd"),
+        "rejected",
+        "blocked_scheme: redirect to scheme 'file'",
+    ),
+    "redirect-FILE-spaced": (_redirect(b"  FILE:///etc/passwd"), "rejected", "blocked_scheme"),
+    "redirect-data": (_redirect(b"data:image/png;base64,AAAA", 301), "rejected", "blocked_scheme"),
+    "redirect-ftp": (_redirect(b"ftp://127.0.0.1/x", 307), "rejected", "blocked_scheme"),
+    "redirect-javascript": (_redirect(b"javascript:alert(1)", 308), "rejected", "blocked_scheme"),
+    "redirect-mapped-metadata": (_redirect(b"http://[::ffff:169.254.169.254]/"), "rejected", "blocked_addr"),
+    "redirect-ipv4-mapped": (_redirect(b"http://[::ffff:10.0.0.1]/"), "rejected", "blocked_address"),
+    "redirect-nat64": (_redirect(b"http://[64:ff9b::a9fe:a9fe]/"), "rejected", "blocked_address"),
+    "redirect-6to4": (_redirect(b"http://[2002:a00:1::]/"), "rejected", "blocked_address"),
+    "redirect-decimal": (
+        _redirect(b"http://167772161/"),
+        "rejected",
+        "blocked_address: host 167772161: 10.0.0.1",
+    ),
+    "redirect-octal": (_redirect(b"http://012.0.0.1/"), "rejected", "blocked_address"),
+    "redirect-hex-metadata": (_redirect(b"http://0xa9.0xfe.0xa9.0xfe/latest"), "rejected", "blocked_address"),
+    "redirect-link-local-v6": (_redirect(b"http://[fe80::1%25lo]/"), "rejected", "blocked_address"),
+    "redirect-unspecified": (_redirect(b"http://0/"), "rejected", "blocked_address"),
+    "redirect-unique-local": (_redirect(b"http://[fd00::1]/"), "rejected", "blocked_address"),
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_answers_are_classified(name: str, raw: Callable[[bytes], RawServer]) -> None:
+    answer, status, error = HOSTILE[name]
+    srv = raw(answer)
+    started = time.monotonic()
+    result = fetch_url(srv.url(), POLICY)
+    assert time.monotonic() - started < 5
+    assert (result.status, result.data) == (status, None), result.error
+    assert result.error is not None and result.error.startswith(error), result.error
+    assert "\n" not in result.error
+
+
+@pytest.mark.timeout(30)
+def test_plain_http_server_on_an_https_url_fails_fast(raw: Callable[[bytes], RawServer]) -> None:
+    srv = raw(OK_HEAD + b"Content-Length: 1\r\n\r\na")
+    started = time.monotonic()
+    result = fetch_url(f"https://127.0.0.1:{srv.port}/x", POLICY)
+    assert time.monotonic() - started < 5
+    assert result.status == "failed" and result.error.startswith("connection:"), result.error
+
+
+@pytest.mark.timeout(60)
+def test_truncated_image_is_failed_not_published(tmp_path: Path, raw: Callable[[bytes], RawServer]) -> None:
+    pytest.importorskip("img2dataset", reason="img2dataset is installed separately")
+    from PIL import Image
+
+    from fairsets.fetch.download import download_urls
+
+    buf = io.BytesIO()
+    Image.effect_noise((256, 256), 64).convert("RGB").save(buf, "JPEG", quality=90)
+    jpeg = buf.getvalue()
+    cut = raw(OK_HEAD + b"Content-Length: %d\r\n\r\n" % len(jpeg) + jpeg[: len(jpeg) // 2])
+    whole = raw(OK_HEAD + b"Content-Length: %d\r\n\r\n" % len(jpeg) + jpeg)
+    rows = [{"key": "cut", "url": cut.url()}, {"key": "whole", "url": whole.url()}]
+    got = {r["key"]: r for r in download_urls(rows, tmp_path / "dl", POLICY, processes=0)}
+    assert got["whole"]["status"] == "ok"
+    assert got["cut"]["status"] == "failed"
+    assert got["cut"]["error"].startswith("connection: IncompleteRead"), got["cut"]["error"]

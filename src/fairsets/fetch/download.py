@@ -261,7 +261,11 @@ def classify_img2dataset(status: str | None, error_message: str | None) -> tuple
         return "rejected", "invalid_url: not an absolute http(s) URL"
     if "timed out" in msg.lower() or "timeout" in msg.lower():
         return "failed", _clip(f"timeout: {msg}")
-    if msg.startswith("<urlopen error") or "connection" in msg.lower() or "Remote end closed" in msg:
+    if (
+        msg.startswith(("<urlopen error", "IncompleteRead("))
+        or "connection" in msg.lower()
+        or "Remote end closed" in msg
+    ):
         return "failed", _clip(f"connection: {msg}")
     return "failed", _clip(f"error: {msg}")
 

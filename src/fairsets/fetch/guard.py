@@ -717,6 +717,7 @@ class _RedirectHandler(urllib.request.HTTPRedirectHandler):
     def __init__(self, policy: FetchPolicy) -> None:
         self._policy = policy
         self.max_redirections = policy.max_redirects + 1  # ours fires first, with a clear reason
+        self.max_repeats = policy.max_redirects + 1  # urllib's loop check too (a multi-line http_302)
 
     def http_error_302(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any) -> Any:
         location = headers.get("location") or headers.get("uri")
@@ -760,14 +761,25 @@ class _CappedResponse:
             self._raw.close()
             raise TooLarge(f"body from {self._host} exceeds {self._max} bytes")
 
+    def _read(self, n: int) -> bytes:
+        data = self._raw.read(n)
+        if not data and n > 0:
+            # http.client's read(n) returns b"" when the server closes early, even with bytes of
+            # Content-Length still missing: a truncated image would decode and be published.
+            missing = getattr(self._raw, "length", None)
+            if isinstance(missing, int) and missing > 0:
+                self._raw.close()
+                raise http.client.IncompleteRead(b"", missing)
+        return data
+
     def read(self, amt: int | None = None) -> bytes:
         if amt is not None and amt >= 0:
-            data = self._raw.read(min(amt, self._max - self._seen + 1))
+            data = self._read(min(amt, self._max - self._seen + 1))
             self._count(len(data))
             return data
         parts = []
         while True:
-            chunk = self._raw.read(min(_CHUNK, self._max - self._seen + 1))
+            chunk = self._read(min(_CHUNK, self._max - self._seen + 1))
             if not chunk:
                 break
             self._count(len(chunk))
@@ -955,7 +967,10 @@ def fetch_url(url: str, policy: FetchPolicy, *, user_agent: str | None = None) -
     try:
         req = urllib.request.Request(url)
         with opener.open(req, timeout=policy.timeout) as r:
-            data = r.read()
+            try:
+                data = r.read()
+            except ValueError as e:  # broken framing (a negative chunk size): the server's fault
+                raise http.client.HTTPException(f"malformed response body: {type(e).__name__}: {e}") from None
             return FetchResult(
                 url=url,
                 final_url=r.geturl(),
