@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,9 +109,6 @@ class EmbeddingCache:
         import pyarrow.parquet as pq
 
         self._write_model()
-        parts = self._parts()
-        index = int(parts[-1].stem.split("-")[1]) + 1 if parts else 0
-        path = self.root / "images" / f"part-{index:05d}.parquet"
         vecs = np.stack([np.asarray(v, dtype=np.float32) for _, _, v in items])
         table = pa.table(
             {
@@ -121,8 +119,28 @@ class EmbeddingCache:
                 ),
             }
         )
-        with atomic_path(path) as tmp:
+        images = self.root / "images"
+        images.mkdir(parents=True, exist_ok=True)
+        tmp = images / f".part.parquet.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
             pq.write_table(table, tmp)
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            # Claim the next free part number with a hard link, which never replaces a file: an audit
+            # adding parts to this cache at the same time keeps its own (os.replace would drop one).
+            while True:
+                parts = self._parts()
+                path = images / f"part-{int(parts[-1].stem.split('-')[1]) + 1 if parts else 0:05d}.parquet"
+                try:
+                    os.link(tmp, path)
+                    break
+                except FileExistsError:
+                    continue
+                except OSError:  # a file system without hard links: a rename (the race stays there)
+                    os.replace(tmp, path)
+                    break
+        finally:
+            tmp.unlink(missing_ok=True)
         return path
 
     # texts ------------------------------------------------------------------------------------

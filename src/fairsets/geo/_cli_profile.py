@@ -94,7 +94,14 @@ def register(app: typer.Typer) -> None:
         """Map captions to countries (ISO 3166-1 alpha-3, empty for none), one row per input, in order."""
         from ..pipeline.executors import TaskFailed
         from ..pipeline.progress import Progress
-        from .profile import CAPTION_FORMATS, ProfileError, profile_file, profile_shards, shard_inputs
+        from .profile import (
+            CAPTION_FORMATS,
+            ProfileError,
+            check_shard_out,
+            profile_file,
+            profile_shards,
+            shard_inputs,
+        )
 
         if executor not in ("local", "ray"):
             die(f"--executor must be 'local' or 'ray', not {executor!r}")
@@ -105,7 +112,7 @@ def register(app: typer.Typer) -> None:
                 die(f"{p}: no such file or folder")
         if shard_mode:
             try:
-                shard_inputs(inputs)
+                check_shard_out(shard_inputs(inputs), out)
             except ProfileError as exc:
                 die(exc)
         elif inputs[0].suffix.lower() not in CAPTION_FORMATS:

@@ -320,6 +320,17 @@ def shard_inputs(inputs: Sequence[str | Path]) -> list[Path]:
     return out
 
 
+def check_shard_out(shards: Sequence[Path], out_dir: str | Path) -> None:
+    """Refuse an output folder where a shard's output (``OUT/<stem>.parquet``) is the shard itself."""
+    out_dir = Path(out_dir)
+    clash = [p for p in shards if (out_dir / f"{p.stem}.parquet").resolve() == p.resolve()]
+    if clash:
+        raise ProfileError(
+            f"--out {out_dir} holds the input shard {clash[0].name}, which its output would replace; "
+            "choose another --out folder"
+        )
+
+
 def profile_shards(
     inputs: Sequence[str | Path],
     method: GeoMethod,
@@ -337,6 +348,7 @@ def profile_shards(
 
     shards = shard_inputs(inputs)
     out_dir = Path(out_dir)
+    check_shard_out(shards, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     spec = method.spec()
     spec_hash = _spec_hash({"method": spec, "caption_column": caption_col})

@@ -186,6 +186,21 @@ def _lock(out: Path, *, force: bool = False) -> Iterator[None]:
             fh.close()
 
 
+def _remove_temps(out: Path, workdir: Path) -> None:
+    """Delete the temporary files a killed build left in the layout and in its own work folders.
+
+    Called under the lock, once no worker of an earlier build runs (:func:`_lock`), so no writer
+    of them is alive. The work folder's other contents (an audit's embedding cache) are not ours.
+    """
+    from ..publish.atomic import remove_temps
+
+    removed = remove_temps(out, skip=(WORKDIR,))
+    for sub in ("markers", "samples", "materialize"):
+        removed += [f"{WORKDIR}/{sub}/{r}" for r in remove_temps(workdir / sub)]
+    if removed:
+        log.info("removed %d temporary file(s) of an interrupted build: %s", len(removed), removed[:3])
+
+
 def _remove_if_untouched(out: Path, workdir: Path, made: Path | None) -> None:
     """Remove a work folder holding nothing but the locks, then the empty folders this build made
     (``out`` up to ``made``, the topmost folder that did not exist before)."""
@@ -240,6 +255,7 @@ def build(
         "progress": progress,
     }
     with _stop_on_signals(), _lock(out, force=force):
+        _remove_temps(out, workdir)
         primary = _open_source(recipe.source.type, recipe.source.params(), recipe, workdir)
         candidates = primary.scan()
         if not candidates:

@@ -16,6 +16,7 @@ API:
       ``path`` when the block exits normally, removed when it raises.
     * ``sha256_file(path) -> str`` (hex digest)
     * ``is_temp_name(name) -> bool``
+    * ``remove_temps(root, skip=()) -> list[str]`` — delete what killed writers left under ``root``
 """
 
 from __future__ import annotations
@@ -23,11 +24,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "is_temp_name", "sha256_file"]
+__all__ = [
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "is_temp_name",
+    "remove_temps",
+    "sha256_file",
+]
 
 _TMP_MARK = ".tmp-"
 _CHUNK = 1 << 20
@@ -40,6 +49,31 @@ def _temp_for(path: Path) -> Path:
 def is_temp_name(name: str) -> bool:
     """Return True if ``name`` (a file name, not a path) looks like a leftover temporary file."""
     return name.startswith(".") and _TMP_MARK in name
+
+
+# exactly the names _temp_for makes (a user's own dotfile is never taken for one)
+_TEMP_RE = re.compile(r"\..+\.tmp-\d+-[0-9a-f]{8}")
+
+
+def remove_temps(root: str | os.PathLike[str], skip: tuple[str, ...] = ()) -> list[str]:
+    """Delete the temporary files that killed writers left under ``root``; return them (relative).
+
+    A temporary file is only ever renamed by the process that made it, so one seen by a process
+    that holds the folder's lock, with no writer of it running, is garbage (a SIGKILL between
+    writing and renaming). ``skip`` names top-level folders not to enter. Symlinks are not followed.
+    """
+    base = Path(root)
+    removed = []
+    for d, dirs, files in os.walk(base):
+        if Path(d) == base:
+            dirs[:] = [x for x in dirs if x not in skip]
+        for name in files:
+            p = Path(d) / name
+            if _TEMP_RE.fullmatch(name) and not p.is_symlink():
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+                    removed.append(p.relative_to(base).as_posix())
+    return sorted(removed)
 
 
 def _fsync_file(path: Path) -> None:
