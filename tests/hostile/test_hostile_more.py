@@ -285,3 +285,57 @@ def test_png_with_a_million_chunks_is_rejected_before_decoding(kind: bytes) -> N
 def test_png_with_many_ordinary_chunks_still_decodes() -> None:
     s = _decode(_png_with_chunks(MAX_PNG_CHUNKS - 10), min_side=16)
     assert s.status is Status.OK and s.image.shape == (128, 128, 3)
+
+
+# -- huge listings --------------------------------------------------------------------------------
+
+
+def _listing_source(tmp_path: Path, name: str, **params: object) -> object:
+    return build_source("local", {"path": name, **params}, tmp_path, ["state", "gender"])
+
+
+def test_parquet_listing_with_too_many_rows_is_refused_by_its_metadata(tmp_path: Path) -> None:
+    """A listing was read whole, however large: a million rows (63 MB of CSV) took 1.5 GB and
+    84 s to scan. A Parquet file is now refused by the row count in its footer, before reading."""
+    n = 6
+    table = pa.table(
+        {
+            "path": [f"{i}.jpg" for i in range(n)],
+            "state": ["Goa"] * n,
+            "gender": ["f"] * n,
+            "license": ["CC0-1.0"] * n,
+        }
+    )
+    pq.write_table(table, tmp_path / "l.parquet")
+    assert len(_listing_source(tmp_path, "l.parquet", max_listing_rows=6).scan()) == 6
+    with pytest.raises(SourceError, match=r"l\.parquet has 6 rows; a listing may have at most 5 rows") as err:
+        _listing_source(tmp_path, "l.parquet", max_listing_rows=5).scan()
+    assert "source.max_listing_rows" in str(err.value)
+
+
+def test_csv_listing_with_too_many_rows_or_bytes_is_refused(tmp_path: Path) -> None:
+    rows = "".join(f"{i}.jpg,Goa,f,CC0-1.0\n" for i in range(6))
+    (tmp_path / "l.csv").write_text("path,state,gender,license\n" + rows)
+    assert len(_listing_source(tmp_path, "l.csv", max_listing_rows=6).scan()) == 6
+    with pytest.raises(SourceError, match=r"goes on past line 6; a listing may have at most 5 rows"):
+        _listing_source(tmp_path, "l.csv", max_listing_rows=5).scan()
+    # Refused by its size before it is read: more than 1 KiB per allowed row.
+    (tmp_path / "l.csv").write_text(
+        "path,state,gender,license,note\n" + f"a.jpg,Goa,f,CC0-1.0,{'x' * 3000}\n"
+    )
+    with pytest.raises(SourceError, match=r"is 3,052 bytes, more than 2 rows of 1 KiB"):
+        _listing_source(tmp_path, "l.csv", max_listing_rows=2).scan()
+
+
+@pytest.mark.timeout(120)
+def test_a_listing_over_the_row_cap_is_one_line_from_the_cli(tmp_path: Path) -> None:
+    (tmp_path / "l.csv").write_text(
+        "path,state,gender,license\n" + "".join(f"{i}.jpg,Goa,f,CC0-1.0\n" for i in range(3))
+    )
+    recipe = FOLDER_RECIPE.replace('path = "images"', 'path = "l.csv"\nmax_listing_rows = 2').replace(
+        "layout", "#"
+    )
+    proc = _build(tmp_path, recipe)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1, err
+    assert "at most 2 rows" in err and "Traceback" not in err
