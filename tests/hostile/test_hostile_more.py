@@ -29,7 +29,13 @@ from fairsets.data import Sample, Status
 from fairsets.pipeline.step import build_step
 from fairsets.sources import SourceError, build_source
 from fairsets.vision.decode import to_rgb
-from fairsets.vision.imageformat import MAX_JPEG_SCANS, MAX_PNG_CHUNKS, jpeg_scan_count, png_chunk_count
+from fairsets.vision.imageformat import (
+    MAX_JPEG_SCANS,
+    MAX_PNG_CHUNKS,
+    jpeg_scan_count,
+    png_chunk_count,
+    tiff_strip_count,
+)
 from helpers import jpeg, portraits
 
 
@@ -339,3 +345,75 @@ def test_a_listing_over_the_row_cap_is_one_line_from_the_cli(tmp_path: Path) -> 
     err = proc.stderr.strip()
     assert proc.returncode == 2 and len(err.splitlines()) == 1, err
     assert "at most 2 rows" in err and "Traceback" not in err
+
+
+# -- CPU bombs: TIFF strips -----------------------------------------------------------------------
+
+
+def _tiff_with_strips(width: int, n: int, *, big_endian: bool = False) -> bytes:
+    """An uncompressed 1-bit TIFF ``width`` × ``n`` in ``n`` one-row strips that all point to the
+    same 64 zero bytes: 8 bytes per strip in the file."""
+    e = ">" if big_endian else "<"
+    tags = 10
+    ifd_size = 2 + 12 * tags + 4
+    pixels = 8 + ifd_size
+    offsets = pixels + 64
+    counts = offsets + 4 * n
+    row = (width + 7) // 8
+
+    def entry(tag: int, kind: int, count: int, value: int) -> bytes:
+        packed = struct.pack(f"{e}HH", value, 0) if kind == 3 else struct.pack(f"{e}I", value)
+        return struct.pack(f"{e}HHI", tag, kind, count) + packed
+
+    entries = [
+        entry(256, 4, 1, width),
+        entry(257, 4, 1, n),
+        entry(258, 3, 1, 1),
+        entry(259, 3, 1, 1),
+        entry(262, 3, 1, 1),
+        entry(273, 4, n, offsets),
+        entry(277, 3, 1, 1),
+        entry(278, 4, 1, 1),
+        entry(279, 4, n, counts),
+        entry(284, 3, 1, 1),
+    ]
+    head = (b"MM\x00*" if big_endian else b"II*\x00") + struct.pack(f"{e}I", 8)
+    ifd = struct.pack(f"{e}H", tags) + b"".join(entries) + struct.pack(f"{e}I", 0)
+    return (
+        head
+        + ifd
+        + b"\x00" * 64
+        + struct.pack(f"{e}{n}I", *[pixels] * n)
+        + struct.pack(f"{e}{n}I", *[row] * n)
+    )
+
+
+def test_tiff_strip_count() -> None:
+    buf = io.BytesIO()
+    Image.fromarray(np.zeros((600, 500, 3), np.uint8)).save(buf, "TIFF")
+    assert 1 <= tiff_strip_count(buf.getvalue()) <= 100
+    assert tiff_strip_count(_tiff_with_strips(64, 300)) == 300
+    assert tiff_strip_count(_tiff_with_strips(64, 300, big_endian=True)) == 300
+    assert tiff_strip_count(b"II*\x00\xff\xff\xff\x7f") == 0  # the directory is past the end
+    bigtiff = io.BytesIO()
+    Image.new("L", (80, 80)).save(bigtiff, "TIFF", big_tiff=True)
+    assert 1 <= tiff_strip_count(bigtiff.getvalue()) <= 10
+    assert _decode(bigtiff.getvalue()).status is Status.OK
+
+
+@pytest.mark.timeout(60)
+def test_tiff_with_millions_of_strips_is_rejected_before_pillow_opens_it() -> None:
+    """600 000 one-row strips of a 38 MP image fit in 4.8 MB and took 18 s to decode (2.4 million in
+    19 MB took 12 s and 0.9 GB only to open): Pillow makes each offset a Python object and each
+    strip a decoder call. They are counted from the directory first."""
+    data = _tiff_with_strips(64, 600_000)  # 38.4 MP, under max_pixels
+    assert len(data) < 20_000_000
+    t0 = time.perf_counter()
+    s = _decode(data)
+    assert s.status is Status.REJECTED and "too many TIFF strips" in s.reason, s.reason
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_tiff_with_ordinary_strips_still_decodes() -> None:
+    s = _decode(_tiff_with_strips(64, 1000))
+    assert s.status is Status.OK and s.image.shape == (1000, 64, 3)

@@ -12,7 +12,8 @@ WebP, GIF, BMP and TIFF, plus AVIF/HEIF where a plugin for them is installed. So
 * a JPEG with more than :data:`MAX_JPEG_SCANS` scans is refused before it is decoded: the
   decoder walks the whole image once per scan, so a 73 kB file of 3000 empty progressive
   scans takes 14 s at 4 MP (hours at 40 MP and 20 MB); a real encoder writes about ten; a PNG
-  with more than :data:`MAX_PNG_CHUNKS` chunks likewise (Pillow parses each chunk in Python);
+  with more than :data:`MAX_PNG_CHUNKS` chunks, a TIFF with more than :data:`MAX_TIFF_STRIPS`
+  strips or tiles likewise (Pillow handles each one in Python);
 * :func:`image_errors` turns *any* exception raised by the image library while it identifies,
   opens, loads, transposes or converts the image (``RuntimeError`` from a corrupt AVIF,
   ``MemoryError``, ``struct.error``, ``ZeroDivisionError``, ...) into :class:`ImageDecodeError`,
@@ -33,6 +34,7 @@ from typing import Any
 __all__ = [
     "MAX_JPEG_SCANS",
     "MAX_PNG_CHUNKS",
+    "MAX_TIFF_STRIPS",
     "ImageDecodeError",
     "allowed_formats",
     "decode_failure",
@@ -42,6 +44,7 @@ __all__ = [
     "open_image",
     "png_chunk_count",
     "sniff_format",
+    "tiff_strip_count",
 ]
 
 # Formats a face dataset needs, always allowed (Pillow names).
@@ -90,6 +93,11 @@ _JPEG_NEXT_MARKER = re.compile(rb"\xff(?=[^\x00\xd0-\xd7\xff])")
 MAX_JPEG_SCANS = 100
 """Most scans a JPEG may have (each costs a pass over the whole image; encoders write ≤ ~20)."""
 
+MAX_TIFF_STRIPS = 65_536
+"""Most strips or tiles the first image of a TIFF may have: Pillow reads their offsets into Python
+and decodes each in a call of its own (2.4 million one-row strips in 19 MB took 12 s and 0.9 GB
+just to open); a 40 MP image in 8 kB strips has about 15 000."""
+
 MAX_PNG_CHUNKS = 100_000
 """Most chunks a PNG may have: Pillow handles each in Python (1.5 million empty chunks in 18 MB
 took 10 s and kept a list entry each); encoders write one per 8-64 kB of pixels."""
@@ -100,8 +108,8 @@ class ImageDecodeError(ValueError):
 
     ``kind`` is ``"not_image"`` (unrecognised bytes), ``"unsupported"`` (a known format outside
     the allow-list), ``"too_large"`` (Pillow's decompression-bomb guard), ``"too_costly"``
-    (a JPEG with more scans, a PNG with more chunks, than allowed) or ``"corrupt"`` (the
-    image library raised while decoding).
+    (a JPEG with more scans, a PNG with more chunks, a TIFF with more strips than allowed) or
+    ``"corrupt"`` (the image library raised while decoding).
     """
 
     def __init__(self, reason: str, kind: str = "corrupt") -> None:
@@ -226,6 +234,33 @@ def png_chunk_count(data: bytes, limit: int = MAX_PNG_CHUNKS) -> int:
     return n
 
 
+def tiff_strip_count(data: bytes) -> int:
+    """The number of strips (or tiles) of the first image of the TIFF ``data``: the largest count
+    of its StripOffsets/TileOffsets/StripByteCounts/TileByteCounts tags, 0 if none can be read.
+    Read from the first directory's entries alone (classic and BigTIFF), without the arrays."""
+    view = bytes(data[:16])
+    if len(view) < 8:
+        return 0
+    order = "little" if view[:2] == b"II" else "big"
+    big = int.from_bytes(view[2:4], order) == 43
+    if big:
+        if len(view) < 16:
+            return 0
+        ifd, count_size, entry_size, value_size = int.from_bytes(view[8:16], order), 8, 20, 8
+    else:
+        ifd, count_size, entry_size, value_size = int.from_bytes(view[4:8], order), 2, 12, 4
+    head = bytes(data[ifd : ifd + count_size])
+    if len(head) < count_size:
+        return 0
+    entries = int.from_bytes(head, order)
+    table = bytes(data[ifd + count_size : ifd + count_size + entries * entry_size])
+    most = 0
+    for at in range(0, len(table) - entry_size + 1, entry_size):
+        if int.from_bytes(table[at : at + 2], order) in (273, 279, 324, 325):
+            most = max(most, int.from_bytes(table[at + 4 : at + 4 + value_size], order))
+    return most
+
+
 def _library_reason(exc: BaseException) -> str:
     """``Type: message`` of an image-library exception, without object addresses."""
     msg = _ADDRESS.sub("", str(exc)).strip()
@@ -288,6 +323,11 @@ def open_image(data: bytes, *, max_jpeg_scans: int = MAX_JPEG_SCANS) -> Any:
     if fmt == "JPEG" and jpeg_scan_count(data, max_jpeg_scans) > max_jpeg_scans:
         raise ImageDecodeError(
             f"too many JPEG scans: more than {max_jpeg_scans}; each is a pass over the whole image",
+            kind="too_costly",
+        )
+    if fmt == "TIFF" and (strips := tiff_strip_count(data)) > MAX_TIFF_STRIPS:
+        raise ImageDecodeError(
+            f"too many TIFF strips or tiles: {strips} > {MAX_TIFF_STRIPS}; Pillow handles each one in Python",
             kind="too_costly",
         )
     if fmt == "PNG" and png_chunk_count(data) > MAX_PNG_CHUNKS:
