@@ -417,3 +417,28 @@ def test_tiff_with_millions_of_strips_is_rejected_before_pillow_opens_it() -> No
 def test_tiff_with_ordinary_strips_still_decodes() -> None:
     s = _decode(_tiff_with_strips(64, 1000))
     assert s.status is Status.OK and s.image.shape == (1000, 64, 3)
+
+
+# -- CPU bombs: RLE bitmaps -----------------------------------------------------------------------
+
+
+def _bmp_rle8(width: int, height: int) -> bytes:
+    """An 8-bit RLE BMP whose every pixel is a run of one (2 bytes per pixel)."""
+    pixels = (b"\x01\x07" * width + b"\x00\x00") * height + b"\x00\x01"
+    palette = bytes(range(256)) * 4
+    offset = 14 + 40 + len(palette)
+    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 8, 1, len(pixels), 2835, 2835, 256, 0)
+    return b"BM" + struct.pack("<IHHI", offset + len(pixels), 0, 0, offset) + info + palette + pixels
+
+
+def test_rle_bmp_is_refused_before_decoding() -> None:
+    """Pillow decodes RLE bitmaps in Python: 9.6 MP of one-pixel runs (19 MB) took 11 s. RLE BMP
+    is not a format a photo comes in; it is refused by its header, with how to convert it."""
+    small = _bmp_rle8(80, 80)
+    with Image.open(io.BytesIO(small)) as im:  # a valid file: Pillow reads it
+        assert im.size == (80, 80) and im.info.get("compression") == 1
+    s = _decode(small)
+    assert s.status is Status.REJECTED and "RLE" in s.reason and "PNG" in s.reason, s.reason
+    buf = io.BytesIO()
+    Image.new("RGB", (80, 80), (10, 20, 30)).save(buf, "BMP")  # uncompressed: decodes
+    assert _decode(buf.getvalue()).status is Status.OK

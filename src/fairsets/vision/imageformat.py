@@ -13,7 +13,8 @@ WebP, GIF, BMP and TIFF, plus AVIF/HEIF where a plugin for them is installed. So
   decoder walks the whole image once per scan, so a 73 kB file of 3000 empty progressive
   scans takes 14 s at 4 MP (hours at 40 MP and 20 MB); a real encoder writes about ten; a PNG
   with more than :data:`MAX_PNG_CHUNKS` chunks, a TIFF with more than :data:`MAX_TIFF_STRIPS`
-  strips or tiles likewise (Pillow handles each one in Python);
+  strips or tiles, or an RLE-compressed BMP, likewise (Pillow handles each one, or each run,
+  in Python);
 * :func:`image_errors` turns *any* exception raised by the image library while it identifies,
   opens, loads, transposes or converts the image (``RuntimeError`` from a corrupt AVIF,
   ``MemoryError``, ``struct.error``, ``ZeroDivisionError``, ...) into :class:`ImageDecodeError`,
@@ -261,6 +262,13 @@ def tiff_strip_count(data: bytes) -> int:
     return most
 
 
+def _bmp_compression(data: bytes) -> int | None:
+    """The compression field of a BMP's info header (0 none, 1 RLE8, 2 RLE4, ...), None if absent."""
+    if len(data) < 34 or int.from_bytes(data[14:18], "little") < 40:  # OS/2 headers have none
+        return None
+    return int.from_bytes(data[30:34], "little")
+
+
 def _library_reason(exc: BaseException) -> str:
     """``Type: message`` of an image-library exception, without object addresses."""
     msg = _ADDRESS.sub("", str(exc)).strip()
@@ -328,6 +336,12 @@ def open_image(data: bytes, *, max_jpeg_scans: int = MAX_JPEG_SCANS) -> Any:
     if fmt == "TIFF" and (strips := tiff_strip_count(data)) > MAX_TIFF_STRIPS:
         raise ImageDecodeError(
             f"too many TIFF strips or tiles: {strips} > {MAX_TIFF_STRIPS}; Pillow handles each one in Python",
+            kind="too_costly",
+        )
+    if fmt == "BMP" and _bmp_compression(data) in (1, 2):
+        raise ImageDecodeError(
+            "unsupported BMP compression RLE (Pillow decodes it in Python: 19 MB took 11 s); "
+            "convert the file to PNG",
             kind="too_costly",
         )
     if fmt == "PNG" and png_chunk_count(data) > MAX_PNG_CHUNKS:
