@@ -145,3 +145,36 @@ def test_verbose_is_not_undone_by_the_command(tmp_path: Path, capsys: pytest.Cap
         assert logger.getEffectiveLevel() == logging.INFO  # without -v the next command is not verbose
     finally:
         logger.setLevel(before)
+
+
+def _write_to_a_full_disk(spec: dict) -> dict:
+    with open("/dev/full", "wb") as fh:  # every write: ENOSPC, as on a disk that filled mid-build
+        fh.write(b"x" * 10)
+        fh.flush()
+    return spec
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_disk_is_one_line_with_the_fix(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from fairsets.pipeline.executors import LocalExecutor, TaskFailed
+
+    specs = [{"task_id": f"t{i}", "workdir": str(tmp_path)} for i in range(5)]
+    with caplog.at_level(logging.ERROR, logger="fairsets"), pytest.raises(TaskFailed) as info:
+        LocalExecutor(workers=0).map(_write_to_a_full_disk, specs)
+    msg = str(info.value)
+    assert "5 of 5" in msg and "No space left on device" in msg and "free space" in msg, msg
+    assert "build again" in msg and "\n" not in msg
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []  # not one traceback per task
+
+
+@pytest.mark.timeout(60)
+def test_a_full_or_read_only_disk_on_the_driver_says_what_to_do() -> None:
+    import errno
+
+    from fairsets._cli_util import describe
+
+    for code in (errno.ENOSPC, errno.EROFS):
+        line = describe(OSError(code, os.strerror(code), "/data/out/manifest.json"))
+        assert line.startswith("/data/out/manifest.json: ") and "free space" in line, line
+        assert "permissions" not in line, line

@@ -8,6 +8,7 @@ that one line (:class:`fairsets.cli.FairsetsApp` calls it at the entry point).
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -105,6 +106,12 @@ def explain(exc: BaseException) -> str | None:
         return f"{exc.filename}: a file is where a folder must be created; choose another path"
     if isinstance(exc, NotADirectoryError) and exc.filename:
         return f"{exc.filename}: part of this path is a file, not a folder; choose another path"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return (
+            f"{where}{exc.strerror or msg}; free space on that disk (or make it writable, or write "
+            "elsewhere), then run the command again"
+        )
     if isinstance(exc, OSError) and exc.strerror:
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror}; check the path and its permissions"

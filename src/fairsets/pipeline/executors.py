@@ -21,6 +21,7 @@ import fcntl
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import threading
@@ -54,6 +55,17 @@ OnDone = Callable[[dict[str, Any], dict[str, Any]], None]
 
 class TaskFailed(RuntimeError):
     """One or more tasks raised; the message lists them with their errors."""
+
+
+#: A task error that no retry of the same build can fix: the output's disk is full or read-only.
+_NO_ROOM = re.compile(
+    r"\[Errno (28|122|30)\]|No space left on device|Disk quota exceeded|Read-only file system"
+)
+
+
+def _no_room(error: object) -> bool:
+    """Whether a task's error says the output cannot be written (full, over quota, read-only)."""
+    return bool(_NO_ROOM.search(str(error)))
 
 
 #: Taken shared by every running task, exclusive by a build that checks for an old one's workers.
@@ -170,6 +182,13 @@ class Executor:
 
     @staticmethod
     def _raise_failures(failures: list[tuple[str, str]]) -> None:
+        full = [err for _, err in failures if _no_room(err)]
+        if full:  # every task hit the same wall: one line with the fix, not a list of task ids
+            raise TaskFailed(
+                f"cannot write the output ({len(full)} of {len(failures)} failed task(s): {full[0]}); free "
+                "space on its disk (or make it writable, or choose another --out), then build again: "
+                "finished tasks are kept"
+            )
         if failures:
             head = "; ".join(f"{tid}: {err}" for tid, err in failures[:3])
             more = f" (+{len(failures) - 3} more)" if len(failures) > 3 else ""
@@ -206,7 +225,8 @@ class LocalExecutor(Executor):
                 try:
                     results[i] = _locked(fn, spec)
                 except Exception as exc:  # a bug in a step: record, finish the rest, then raise
-                    log.error("task %s failed:\n%s", spec.get("task_id"), traceback.format_exc())
+                    if not _no_room(exc):  # a full disk is said once, in the TaskFailed
+                        log.error("task %s failed:\n%s", spec.get("task_id"), traceback.format_exc())
                     failures.append((spec.get("task_id", str(i)), f"{type(exc).__name__}: {exc}"))
                     continue
                 if on_done:
@@ -220,7 +240,8 @@ class LocalExecutor(Executor):
                     i = pending.pop(fut)
                     exc = fut.exception()
                     if exc is not None:
-                        log.error("task %s failed: %s", specs[i].get("task_id"), exc)
+                        if not _no_room(exc):  # a full disk is said once, in the TaskFailed
+                            log.error("task %s failed: %s", specs[i].get("task_id"), exc)
                         failures.append((specs[i].get("task_id", str(i)), f"{type(exc).__name__}: {exc}"))
                         continue
                     results[i] = fut.result()
