@@ -295,3 +295,40 @@ def test_sparql_hostile_labels_become_one_short_line() -> None:
     assert len(rows["Q4"]) == MAX_LABEL_CHARS and rows["Q4"].endswith("…")
     assert rows["Q5"] == "[31m"
     assert rows["Q6"] == "अमिताभ بچن"
+
+
+ODD_KEY = "sk/odd+key with&chars=1"
+
+
+def _key_forms(key: str) -> set[str]:
+    import urllib.parse
+
+    return {key, urllib.parse.quote_plus(key), urllib.parse.quote(key, safe=""), urllib.parse.quote(key)}
+
+
+@pytest.mark.timeout(30)
+def test_serpapi_key_never_leaks_url_encoded(caplog: pytest.LogCaptureFixture, tmp_path: Any) -> None:
+    import logging
+    import socket
+
+    from fairsets.sources.serpapi import SerpApiError, search_images
+
+    caplog.set_level(logging.DEBUG)
+    with socket.socket() as s:  # a loopback port nobody listens on: requests quotes the whole URL
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(SerpApiError, match="cannot reach the server") as refused:
+        search_images("q", api_key=ODD_KEY, backend=f"http://127.0.0.1:{port}", policy=NO_RETRY)
+    echoed = " ".join(sorted(_key_forms(ODD_KEY)))
+    with LoopbackServer() as srv:  # a server that echoes the key, in every encoding, in its answers
+        srv.route("/search", lambda req: json_response({"error": f"bad key {echoed}"}, 401))
+        with pytest.raises(SerpApiError, match="HTTP 401") as answered:
+            search_images("q", api_key=ODD_KEY, backend=srv.url(""), policy=NO_RETRY)
+        item = {"original": f"https://img.example.org/a.jpg?k={echoed}", "title": echoed}
+        srv.route("/search", lambda req: json_response({"images_results": [item]}))
+        rows = search_images("q", api_key=ODD_KEY, backend=srv.url(""), policy=NO_RETRY, cache_dir=tmp_path)
+    cached = " ".join(p.read_text("utf-8") + p.name for p in tmp_path.rglob("*") if p.is_file())
+    for text in (str(refused.value), str(answered.value), caplog.text, json.dumps(rows), cached):
+        for form in _key_forms(ODD_KEY):
+            assert form not in text
+    assert "api_key=***" in str(refused.value)

@@ -107,7 +107,13 @@ def api_key_from_env(var: str = "SERPAPI_API_KEY") -> str:
 
 
 def _scrub(text: str, key: str) -> str:
-    return text.replace(key, "***") if key else text
+    """``text`` without ``key``: as given, URL-encoded as requests sends it (a key with ``/``, ``+``
+    or ``&`` appears only encoded in requests' messages), and any ``api_key=`` URL parameter."""
+    if key:
+        forms = {key, urllib.parse.quote_plus(key), urllib.parse.quote(key, safe=""), urllib.parse.quote(key)}
+        for form in sorted(forms, key=len, reverse=True):
+            text = text.replace(form, "***")
+    return _KEY_IN_URL.sub(r"\1***", text)
 
 
 _KEY_IN_URL = re.compile(r"((?:api_key|serp_api_key)=)[^&\s\"']+")
