@@ -442,3 +442,24 @@ def test_rle_bmp_is_refused_before_decoding() -> None:
     buf = io.BytesIO()
     Image.new("RGB", (80, 80), (10, 20, 30)).save(buf, "BMP")  # uncompressed: decodes
     assert _decode(buf.getvalue()).status is Status.OK
+
+
+# -- the listing path itself ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["l.csv", "missing.csv"])
+def test_a_listing_that_is_a_dangling_or_looping_link_says_so(target: str, tmp_path: Path) -> None:
+    """A listing path that is a link to itself (or to nothing) was reported as 'no such file or
+    folder', which the curator, looking at the file in the folder, cannot believe."""
+    (tmp_path / "l.csv").symlink_to(tmp_path / target)
+    with pytest.raises(SourceError, match="symbolic link that leads nowhere"):
+        _listing_source(tmp_path, "l.csv").scan()
+
+
+def test_a_listing_that_is_a_link_to_a_folder_is_read_as_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "real" / "Goa" / "f").mkdir(parents=True)
+    (tmp_path / "real" / "Goa" / "f" / "a.jpg").write_bytes(b"x")
+    (tmp_path / "images").symlink_to(tmp_path / "real")
+    source = _listing_source(tmp_path, "images", layout="{state}/{gender}", defaults={"license": "CC0-1.0"})
+    rows = source.scan()
+    assert [(r["source_path"], r["state"]) for r in rows] == [("Goa/f/a.jpg", "Goa")]

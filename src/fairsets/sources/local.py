@@ -412,6 +412,11 @@ class LocalSource(Source):
             rows, root = self._scan_folder(loc), loc
         elif loc.exists():  # read_listing refuses what is not a regular file (a FIFO would hang)
             rows, root = read_listing(loc, self.params.max_listing_rows), loc.parent
+        elif loc.is_symlink():  # a link whose target is missing, or a loop of links
+            raise SourceError(
+                f"source.path: {loc} is a symbolic link that leads nowhere (its target is missing, or the "
+                "links loop); point source.path at the folder or listing itself"
+            )
         else:
             raise SourceError(f"source.path: no such file or folder: {loc}")
         return self._normalise(rows, root)
