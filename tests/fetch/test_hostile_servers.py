@@ -246,3 +246,45 @@ def test_truncated_image_is_failed_not_published(tmp_path: Path, raw: Callable[[
     assert got["whole"]["status"] == "ok"
     assert got["cut"]["status"] == "failed"
     assert got["cut"]["error"].startswith("connection: IncompleteRead"), got["cut"]["error"]
+
+
+# --------------------------------------------------------------------------- Retry-After
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("7", 7.0),
+        ("0", 0.0),
+        ("-5", None),  # not delta-seconds: the backoff applies, not an immediate retry
+        ("nan", None),
+        ("-inf", None),
+        (float("nan"), None),
+        (-3, None),
+        ("1e999", float("inf")),  # capped by call_with_retry
+        ("9" * 5000, float("inf")),
+        ("\x00", None),
+        ("Thu, 99 Foo 2020", None),
+        ("Mon, 01 Jan 0001 00:00:00 GMT", 0.0),
+    ],
+)
+def test_parse_retry_after_hostile_values(value: Any, seconds: float | None) -> None:
+    from fairsets.fetch.retry import parse_retry_after
+
+    assert parse_retry_after(value) == seconds
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("header", ["99999999", "1e999", "Fri, 31 Dec 9999 23:59:59 GMT", "-1", "nan"])
+def test_429_forever_ends_with_capped_waits(header: str) -> None:
+    from fairsets.fetch.retry import HttpStatusError, RetryPolicy
+    from fairsets.sources.commons import file_info
+
+    slept: list[float] = []
+    policy = RetryPolicy(attempts=4, backoff=1.0, max_wait=30, jitter=0)
+    with LoopbackServer() as srv:
+        srv.route("/w/api.php", lambda req: Response(429, {"Retry-After": header}, b"slow down"))
+        with pytest.raises(HttpStatusError, match="HTTP 429"):
+            file_info(["File:A.jpg"], api_url=srv.url("/w/api.php"), policy=policy, sleep=slept.append)
+        assert srv.hits("/w/api.php") == 4
+    assert len(slept) == 3 and all(0 < s <= 30 for s in slept), slept

@@ -89,15 +89,21 @@ class RetryPolicy(BaseModel):
     jitter: float = Field(default=0.1, ge=0, le=1, description="relative random jitter on backoff waits")
 
 
+def _seconds(value: float) -> float | None:
+    """A delta-seconds value: negative or NaN is not one (None: the backoff applies); huge is
+    kept (``call_with_retry`` caps it at ``max_wait``)."""
+    return value if value >= 0 else None  # NaN >= 0 is False
+
+
 def parse_retry_after(value: str | float | int | None, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` value (delta-seconds or an HTTP date); None if absent/bad."""
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)):
-        return max(0.0, float(value))
+        return _seconds(float(value))
     text = str(value).strip()
     try:
-        return max(0.0, float(text))
+        return _seconds(float(text))
     except ValueError:
         pass
     try:
