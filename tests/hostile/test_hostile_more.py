@@ -32,6 +32,7 @@ from fairsets.vision.decode import to_rgb
 from fairsets.vision.imageformat import (
     MAX_JPEG_SCANS,
     MAX_PNG_CHUNKS,
+    jpeg_counts,
     jpeg_scan_count,
     png_chunk_count,
     tiff_strip_count,
@@ -463,3 +464,23 @@ def test_a_listing_that_is_a_link_to_a_folder_is_read_as_a_folder(tmp_path: Path
     source = _listing_source(tmp_path, "images", layout="{state}/{gender}", defaults={"license": "CC0-1.0"})
     rows = source.scan()
     assert [(r["source_path"], r["state"]) for r in rows] == [("Goa/f/a.jpg", "Goa")]
+
+
+# -- CPU bombs: JPEG marker segments --------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("segment", [b"\xff\xfe\x00\x02", b"\xff\xe0\x00\x02", b"\xff\xff\xff\xfe\x00\x02"])
+def test_jpeg_with_millions_of_header_segments_is_rejected_before_decoding(segment: bytes) -> None:
+    """Pillow reads each segment before the first scan in Python: 4 million empty comments (16 MB)
+    took 29 s, empty APP0 segments 13 s. More than MAX_JPEG_SEGMENTS segments are refused first."""
+    data = _progressive(64)
+    bomb = data[:2] + segment * 1_000_000 + data[2:]
+    t0 = time.perf_counter()
+    s = _decode(bomb, min_side=16)
+    assert s.status is Status.REJECTED and "too many JPEG marker segments" in s.reason, s.reason
+    assert time.perf_counter() - t0 < 1.0
+    scans, segments = jpeg_counts(data)
+    assert scans == jpeg_scan_count(data) and scans < segments < 40
+    ok = data[:2] + segment * 100 + data[2:]
+    assert _decode(ok, min_side=16).status is Status.OK

@@ -11,7 +11,8 @@ WebP, GIF, BMP and TIFF, plus AVIF/HEIF where a plugin for them is installed. So
   plugin is ever tried;
 * a JPEG with more than :data:`MAX_JPEG_SCANS` scans is refused before it is decoded: the
   decoder walks the whole image once per scan, so a 73 kB file of 3000 empty progressive
-  scans takes 14 s at 4 MP (hours at 40 MP and 20 MB); a real encoder writes about ten; a PNG
+  scans takes 14 s at 4 MP (hours at 40 MP and 20 MB); a real encoder writes about ten; a
+  JPEG with more than :data:`MAX_JPEG_SEGMENTS` marker segments, a PNG
   with more than :data:`MAX_PNG_CHUNKS` chunks, a TIFF with more than :data:`MAX_TIFF_STRIPS`
   strips or tiles, or an RLE-compressed BMP, likewise (Pillow handles each one, or each run,
   in Python);
@@ -34,6 +35,7 @@ from typing import Any
 
 __all__ = [
     "MAX_JPEG_SCANS",
+    "MAX_JPEG_SEGMENTS",
     "MAX_PNG_CHUNKS",
     "MAX_TIFF_STRIPS",
     "ImageDecodeError",
@@ -41,6 +43,7 @@ __all__ = [
     "decode_failure",
     "decode_rgb_image",
     "image_errors",
+    "jpeg_counts",
     "jpeg_scan_count",
     "open_image",
     "png_chunk_count",
@@ -90,9 +93,14 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 # The next JPEG marker after entropy-coded data: 0xFF not followed by a stuffed 0x00, a restart
 # marker (RST0-7) or a fill 0xFF.
 _JPEG_NEXT_MARKER = re.compile(rb"\xff(?=[^\x00\xd0-\xd7\xff])")
+_NOT_FILL = re.compile(rb"[^\xff]")
 
 MAX_JPEG_SCANS = 100
 """Most scans a JPEG may have (each costs a pass over the whole image; encoders write ≤ ~20)."""
+
+MAX_JPEG_SEGMENTS = 5_000
+"""Most marker segments a JPEG may have: Pillow reads each header segment in Python (4 million
+empty comments in 16 MB took 29 s); a camera file has a few dozen, a progressive one ~2 per scan."""
 
 MAX_TIFF_STRIPS = 65_536
 """Most strips or tiles the first image of a TIFF may have: Pillow reads their offsets into Python
@@ -178,33 +186,34 @@ def sniff_format(data: bytes) -> str | None:
     return None
 
 
-def jpeg_scan_count(data: bytes, limit: int = MAX_JPEG_SCANS) -> int:
-    """The number of scans (SOS markers) of the JPEG ``data``, counting stops once past ``limit``.
+def jpeg_counts(
+    data: bytes, max_scans: int = MAX_JPEG_SCANS, max_segments: int = MAX_JPEG_SEGMENTS
+) -> tuple[int, int]:
+    """``(scans, segments)`` of the JPEG ``data``; counting stops once either is past its limit.
 
-    Walks the marker segments as a decoder does (a segment's length, then the entropy-coded data
-    of a scan up to the next marker) up to the end-of-image marker or the end of the data, so
-    ``0xFF 0xDA`` bytes inside other segments (an EXIF thumbnail, an ICC profile) are not counted.
-    A truncated or malformed stream is counted as far as it goes (the decoder reports it).
+    Walks the markers as a decoder does (a segment's length, then the entropy-coded data of a
+    scan up to the next marker) up to the end-of-image marker or the end of the data, so
+    ``0xFF 0xDA`` bytes inside other segments (an EXIF thumbnail, an ICC profile) are not scans.
+    Every marker counts as a segment (scans and markers without a length too). A truncated or
+    malformed stream is counted as far as it goes (the decoder reports it).
     """
     view = bytes(data)
-    bound = view.count(b"\xff\xda")
-    if bound <= limit:  # an upper bound: no need to walk
-        return bound
-    n, i, size = 0, 2, len(view)
-    while i < size:
+    scans = segments = 0
+    i, size = 2, len(view)
+    while i < size and scans <= max_scans and segments <= max_segments:
         if view[i] != 0xFF:  # stray bytes between segments: decoders skip to the next marker
             m = _JPEG_NEXT_MARKER.search(view, i)
             if m is None:
                 break
             i = m.start()
-        j = i + 1
-        while j < size and view[j] == 0xFF:  # fill bytes
-            j += 1
-        if j >= size:
+        m = _NOT_FILL.search(view, i + 1)  # fill bytes (0xFF) may pad a marker
+        if m is None:
             break
+        j = m.start()
         marker = view[j]
         if marker == 0xD9:  # EOI
             break
+        segments += 1
         if marker in (0x00, 0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # no length field
             i = j + 1
             continue
@@ -212,14 +221,18 @@ def jpeg_scan_count(data: bytes, limit: int = MAX_JPEG_SCANS) -> int:
         if marker != 0xDA:
             i = end
             continue
-        n += 1
-        if n > limit:
-            break
+        scans += 1
         m = _JPEG_NEXT_MARKER.search(view, end)
         if m is None:
             break
         i = m.start()
-    return n
+    return scans, segments
+
+
+def jpeg_scan_count(data: bytes, limit: int = MAX_JPEG_SCANS) -> int:
+    """The number of scans (SOS markers) of the JPEG ``data``, counting stops once past ``limit``
+    (see :func:`jpeg_counts`)."""
+    return jpeg_counts(data, limit, max_segments=len(data))[0]
 
 
 def png_chunk_count(data: bytes, limit: int = MAX_PNG_CHUNKS) -> int:
@@ -328,11 +341,19 @@ def open_image(data: bytes, *, max_jpeg_scans: int = MAX_JPEG_SCANS) -> Any:
     if fmt not in allowed:
         why = f" (no {fmt} plugin installed)" if fmt in _OPTIONAL else ""
         raise ImageDecodeError(f"unsupported format {fmt}{why}", kind="unsupported")
-    if fmt == "JPEG" and jpeg_scan_count(data, max_jpeg_scans) > max_jpeg_scans:
-        raise ImageDecodeError(
-            f"too many JPEG scans: more than {max_jpeg_scans}; each is a pass over the whole image",
-            kind="too_costly",
-        )
+    if fmt == "JPEG":
+        scans, segments = jpeg_counts(data, max_jpeg_scans, MAX_JPEG_SEGMENTS)
+        if scans > max_jpeg_scans:
+            raise ImageDecodeError(
+                f"too many JPEG scans: more than {max_jpeg_scans}; each is a pass over the whole image",
+                kind="too_costly",
+            )
+        if segments > MAX_JPEG_SEGMENTS:
+            raise ImageDecodeError(
+                f"too many JPEG marker segments: more than {MAX_JPEG_SEGMENTS}; "
+                "Pillow reads each one in Python",
+                kind="too_costly",
+            )
     if fmt == "TIFF" and (strips := tiff_strip_count(data)) > MAX_TIFF_STRIPS:
         raise ImageDecodeError(
             f"too many TIFF strips or tiles: {strips} > {MAX_TIFF_STRIPS}; Pillow handles each one in Python",
