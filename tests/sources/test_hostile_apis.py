@@ -332,3 +332,22 @@ def test_serpapi_key_never_leaks_url_encoded(caplog: pytest.LogCaptureFixture, t
         for form in _key_forms(ODD_KEY):
             assert form not in text
     assert "api_key=***" in str(refused.value)
+
+
+@pytest.mark.timeout(30)
+def test_commons_extmetadata_html_becomes_short_plain_text() -> None:
+    from fairsets.sources.commons import MAX_TEXT_CHARS, license_row_fields
+
+    ext = {
+        "Artist": {"value": '<script>alert("x")</script><a href="javascript:a()">Bob</a>\n<img onerror=a>'},
+        "Credit": {"value": "<style>p{}</style>Own &amp;lt;work&amp;gt;"},
+        "UsageTerms": {"value": "u" * 100_000},
+        "LicenseShortName": {"value": "CC0" + " really" * 400},
+    }
+    answer = _page(url="https://upload.example.org/A.jpg", extmetadata=ext)
+    out = _commons(json_response(answer))["File:A.jpg"]
+    assert out["author"] == "Bob"
+    assert out["credit"] == "Own &lt;work&gt;"  # entities decoded once: the visible text
+    assert len(out["usage_terms"]) == MAX_TEXT_CHARS and out["usage_terms"].endswith("…")
+    assert len(out["license_short"]) == MAX_TEXT_CHARS and out["license"] is None
+    assert license_row_fields(out)["license"].startswith("CC0 really")

@@ -34,7 +34,6 @@ API:
 from __future__ import annotations
 
 import functools
-import html
 import importlib.resources
 import os
 import re
@@ -553,12 +552,24 @@ def requires_attribution(spdx: str | None, policy: Mapping[str, Any] | None = No
 
 
 class _TextExtractor(HTMLParser):
+    _HIDDEN = frozenset({"script", "style", "template", "noscript"})  # content that is never shown
+
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag in self._HIDDEN:
+            self._hidden += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._HIDDEN and self._hidden:
+            self._hidden -= 1
 
     def handle_data(self, data: str) -> None:
-        self.parts.append(data)
+        if not self._hidden:
+            self.parts.append(data)
 
 
 def strip_html(text: str | None) -> str:
@@ -568,7 +579,7 @@ def strip_html(text: str | None) -> str:
     parser = _TextExtractor()
     parser.feed(str(text))
     parser.close()
-    return " ".join(html.unescape("".join(parser.parts)).split())
+    return " ".join("".join(parser.parts).split())  # the parser decoded entities once (not twice)
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~!])")

@@ -73,6 +73,7 @@ EXTMETADATA_FIELDS = (
 )
 TIMEOUT = (10.0, 60.0)  # connect, read (seconds)
 DEADLINE = 150.0  # seconds for one whole request (TIMEOUT is per socket operation: a drip never trips it)
+MAX_TEXT_CHARS = 1000  # an author, credit, licence name or usage terms (Commons' are far shorter)
 MAXLAG = 5  # seconds; Wikimedia's recommended maxlag for non-interactive clients
 _RETRYABLE_API_ERRORS = {"maxlag": 503, "ratelimited": 429}
 
@@ -201,6 +202,15 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _text(html_value: str) -> str:
+    """The visible text of an extmetadata field, at most :data:`MAX_TEXT_CHARS` characters.
+
+    A longer text is cut and ends with ``…``, so a cut licence name is never read as a licence.
+    """
+    text = strip_html(html_value)
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
@@ -270,11 +280,11 @@ def _parse_page(page: dict[str, Any], width: int | None) -> dict[str, Any]:
     ext = ii.get("extmetadata")
     if not isinstance(ext, dict):
         ext = {}
-    short = strip_html(_ext_value(ext, "LicenseShortName"))
+    short = _text(_ext_value(ext, "LicenseShortName"))
     license_url = _abs_url(strip_html(_ext_value(ext, "LicenseUrl")))
     spdx = _agreed_license(short, _ext_value(ext, "License"), license_url)
-    credit = strip_html(_ext_value(ext, "Credit"))
-    author = strip_html(_ext_value(ext, "Artist")) or credit
+    credit = _text(_ext_value(ext, "Credit"))
+    author = _text(_ext_value(ext, "Artist")) or credit
     url = _abs_url(ii.get("url"))
     thumb_url = _abs_url(ii.get("thumburl")) if width else ""
     if not url and not thumb_url:
@@ -287,7 +297,7 @@ def _parse_page(page: dict[str, Any], width: int | None) -> dict[str, Any]:
         "author": author,
         "credit": credit,
         "attribution_required": _bool(_ext_value(ext, "AttributionRequired")),
-        "usage_terms": strip_html(_ext_value(ext, "UsageTerms")),
+        "usage_terms": _text(_ext_value(ext, "UsageTerms")),
         "url": url,
         "thumb_url": thumb_url,
         "source_url": _abs_url(ii.get("descriptionurl", "")),
