@@ -32,6 +32,7 @@ from fairsets.vision.decode import to_rgb
 from fairsets.vision.imageformat import (
     MAX_JPEG_SCANS,
     MAX_PNG_CHUNKS,
+    gif_header_blocks,
     jpeg_counts,
     jpeg_scan_count,
     png_chunk_count,
@@ -484,3 +485,54 @@ def test_jpeg_with_millions_of_header_segments_is_rejected_before_decoding(segme
     assert scans == jpeg_scan_count(data) and scans < segments < 40
     ok = data[:2] + segment * 100 + data[2:]
     assert _decode(ok, min_side=16).status is Status.OK
+
+
+# -- CPU bombs: GIF extension blocks --------------------------------------------------------------
+
+
+def _gif(*, palette: bool = True) -> bytes:
+    buf = io.BytesIO()
+    frames = [Image.new("P", (80, 80), i) for i in range(3)]
+    frames[0].save(buf, "GIF", save_all=True, append_images=frames[1:], loop=0, comment=b"hello")
+    data = buf.getvalue()
+    if not palette:  # drop the global colour table (each frame then needs its own; not decoded here)
+        size = 3 << ((data[10] & 7) + 1)
+        data = data[:10] + bytes([data[10] & 0x7F]) + data[11:13] + data[13 + size :]
+    return data
+
+
+def _with_comments(gif: bytes, n: int, sub_blocks: int = 0) -> bytes:
+    """``gif`` with ``n`` comment extensions (each of ``sub_blocks`` one-byte sub-blocks) first."""
+    table = (3 << ((gif[10] & 7) + 1)) if gif[10] & 0x80 else 0
+    at = 13 + table
+    comment = b"\x21\xfe" + b"\x01x" * sub_blocks + b"\x00"
+    return gif[:at] + comment * n + gif[at:]
+
+
+def test_gif_header_blocks() -> None:
+    data = _gif()
+    base = gif_header_blocks(data)
+    assert 1 <= base <= 10  # the loop extension, the comment, the frame's control block
+    assert gif_header_blocks(_with_comments(data, 7)) == base + 7
+    assert gif_header_blocks(_with_comments(data, 2, sub_blocks=3)) == base + 8
+    bare = _gif(palette=False)
+    assert gif_header_blocks(_with_comments(bare, 5)) == gif_header_blocks(bare) + 5
+    assert gif_header_blocks(_with_comments(data, 50), limit=10) == 11  # stops counting
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("n", "sub_blocks"), [(6_000_000, 0), (1, 9_000_000)])
+def test_gif_with_millions_of_extension_blocks_is_rejected_before_decoding(n: int, sub_blocks: int) -> None:
+    """Pillow reads the blocks before the first image in Python and joins comments as it goes:
+    6 million empty comments (18 MB) took 16 s, one comment of 9 million one-byte sub-blocks 21 s."""
+    data = _with_comments(_gif(), n, sub_blocks)
+    assert len(data) < 20_000_000
+    t0 = time.perf_counter()
+    s = _decode(data, min_side=16)
+    assert s.status is Status.REJECTED and "too many GIF extension blocks" in s.reason, s.reason
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_gif_with_some_comments_still_decodes() -> None:
+    s = _decode(_with_comments(_gif(), 100, sub_blocks=2), min_side=16)
+    assert s.status is Status.OK and s.image.shape == (80, 80, 3)
