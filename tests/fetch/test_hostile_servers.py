@@ -288,3 +288,53 @@ def test_429_forever_ends_with_capped_waits(header: str) -> None:
             file_info(["File:A.jpg"], api_url=srv.url("/w/api.php"), policy=policy, sleep=slept.append)
         assert srv.hits("/w/api.php") == 4
     assert len(slept) == 3 and all(0 < s <= 30 for s in slept), slept
+
+
+# --------------------------------------------------------------------------- World Bank API (geo reference)
+
+
+def _worldbank(answer: Response, tmp_path: Path) -> Any:
+    from fairsets.fetch.retry import RetryPolicy
+    from fairsets.geo.reference import fetch_worldbank
+
+    with LoopbackServer() as srv:
+        srv.route("/v2/country/all/indicator/NY.GDP.MKTP.CD", lambda req: answer)
+        return fetch_worldbank(
+            2022,
+            ("NY.GDP.MKTP.CD",),
+            base_url=srv.url("/v2"),
+            cache_dir=tmp_path,
+            policy=RetryPolicy(attempts=1),
+            timeout=2,
+        )
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'[{"pages": 1000000000}, []]', "announces 1000000000 pages"),
+        (b'[{"pages": -1}, []]', "announces -1 pages"),
+    ],
+    ids=["deep", "endless-pages", "negative-pages"],
+)
+def test_worldbank_hostile_answers_are_clear_errors(body: bytes, message: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=message):
+        _worldbank(Response(200, {"Content-Type": "application/json"}, body), tmp_path)
+
+
+@pytest.mark.timeout(30)
+def test_worldbank_records_of_the_wrong_shape_are_not_numbers(tmp_path: Path) -> None:
+    from servers import json_response
+
+    recs = [
+        {"countryiso3code": "USA", "value": "lots", "date": "yesterday"},
+        {"countryiso3code": "FRA", "value": {"x": 1}, "date": ["2022"]},
+        {"countryiso3code": "DEU", "value": "1e999", "date": 2021},
+        {"countryiso3code": "", "country": "not an object", "value": 1},
+        {"countryiso3code": "XXX", "country": ["x"], "value": 1},
+    ]
+    table = _worldbank(json_response([{"page": 1, "pages": 1}, recs]), tmp_path)
+    gdp = table["gdp"].to_dict()
+    assert all(gdp[c] != gdp[c] for c in ("USA", "FRA", "DEU")), gdp  # NaN: not a (finite) number

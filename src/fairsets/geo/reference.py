@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 import math
 import os
@@ -42,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, loads_json, read_capped_stream
 from ..fetch.cache import DiskCache
 from ..fetch.guard import metered_handlers, trusted_policy
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_retry, user_agent
@@ -82,6 +82,7 @@ _INDICATOR_COLUMNS = {"NY.GDP.MKTP.CD": "gdp", "SP.POP.TOTL": "population"}
 _KEY_COLUMNS = ("iso3", "country", "name")
 _MISSING = frozenset({"", "na", "nan", "n/a", "null", "none", "..", "-"})
 _ENV_CACHE = "FAIRSETS_CACHE_DIR"
+MAX_PAGES = 1000  # World Bank pages asked per indicator at most (all countries fit in one)
 _SHOW = 12  # unknown names listed in an error
 
 
@@ -333,8 +334,8 @@ class _Fetcher:
                 opener = urllib.request.build_opener(
                     *metered_handlers(trusted_policy(timeout=self.timeout, deadline=3 * self.timeout))
                 )
-                with opener.open(req, timeout=self.timeout) as resp:
-                    return resp.read()
+                with opener.open(req, timeout=self.timeout) as resp:  # capped: an endless answer
+                    return read_capped_stream(resp, MAX_ANSWER_BYTES, f"World Bank API {_host(url)}")
             except urllib.error.HTTPError as e:
                 raise HttpStatusError(e.code, e.headers.get("Retry-After"), _host(url), e.reason) from None
             except urllib.error.URLError as e:
@@ -346,6 +347,17 @@ class _Fetcher:
         return call_with_retry(once, self.policy, what="world bank api", sleep=self.sleep)
 
 
+def _api_number(value: Any) -> float:
+    """A finite number from an answer (a number or a numeric string), else NaN: never an exception."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return math.nan
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return math.nan
+    return number if math.isfinite(number) else math.nan
+
+
 def _host(url: str) -> str:
     return urllib.parse.urlsplit(url).netloc
 
@@ -353,8 +365,8 @@ def _host(url: str) -> str:
 def _parse_page(body: bytes, indicator: str) -> tuple[int, list[dict[str, Any]]]:
     """``(pages, records)`` of one World Bank API v2 JSON page; ``ValueError`` on an error answer."""
     try:
-        doc = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        doc = loads_json(body, f"World Bank API ({indicator})")
+    except BadAnswer as e:
         raise ValueError(f"World Bank API answered {indicator} with non-JSON data: {e}") from None
     if not isinstance(doc, list) or not doc or not isinstance(doc[0], dict):
         raise ValueError(f"World Bank API answered {indicator} with an unexpected document: {str(doc)[:200]}")
@@ -371,7 +383,12 @@ def _parse_page(body: bytes, indicator: str) -> tuple[int, list[dict[str, Any]]]
     try:
         pages = int(meta.get("pages") or 1)
     except (TypeError, ValueError):
-        raise ValueError(f"World Bank API page metadata without a page count: {meta}") from None
+        raise ValueError(f"World Bank API page metadata without a page count: {str(meta)[:200]}") from None
+    if not 1 <= pages <= MAX_PAGES:  # one request per page: a lying count would never end
+        raise ValueError(
+            f"World Bank API announces {pages} pages for {indicator} (at most {MAX_PAGES} are asked): "
+            "not a World Bank answer, or per_page is too small"
+        )
     records = doc[1] if len(doc) > 1 and isinstance(doc[1], list) else []
     return pages, [r for r in records if isinstance(r, dict)]
 
@@ -455,12 +472,13 @@ def fetch_worldbank(
             for rec in rows:
                 code = str(rec.get("countryiso3code") or "").strip().upper()
                 if code not in known:
-                    skipped.add(code or str((rec.get("country") or {}).get("id", "?")))
+                    country = rec.get("country")
+                    skipped.add(code or str(country.get("id", "?") if isinstance(country, dict) else "?"))
                     continue
-                value = rec.get("value")
                 entry = records.setdefault(code, {})
-                entry[column] = float(value) if value is not None else math.nan
-                entry.setdefault("year", float(rec.get("date") or year))
+                entry[column] = _api_number(rec.get("value"))
+                when = _api_number(rec.get("date"))
+                entry.setdefault("year", when if math.isfinite(when) else float(year))
             page += 1
     source = (
         f"World Bank, World Development Indicators ({', '.join(indicators)}), {year}, "
