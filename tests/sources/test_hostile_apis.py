@@ -351,3 +351,31 @@ def test_commons_extmetadata_html_becomes_short_plain_text() -> None:
     assert len(out["usage_terms"]) == MAX_TEXT_CHARS and out["usage_terms"].endswith("…")
     assert len(out["license_short"]) == MAX_TEXT_CHARS and out["license"] is None
     assert license_row_fields(out)["license"].startswith("CC0 really")
+
+
+@pytest.mark.timeout(30)
+def test_sparql_new_full_pages_forever_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from fairsets.sources import wikidata
+    from servers import Request
+
+    monkeypatch.setattr(wikidata, "MAX_ROWS_PER_QUERY", 20)
+
+    def endless(req: Request) -> Response:  # a different full page at every offset
+        offset = int(re.search(r"OFFSET (\d+)", req.query["query"][0]).group(1))
+        return _bindings(_person(offset + 1, "a"), _person(offset + 2, "b"))
+
+    state = wikidata.load_states()[0]
+    with LoopbackServer() as srv:
+        srv.route("/sparql", endless)
+        with pytest.raises(wikidata.SparqlResponseError, match="and more full pages"):
+            wikidata.fetch_people(
+                [state],
+                ["male"],
+                endpoint=srv.url("/sparql"),
+                associations=["birth"],
+                page_size=2,
+                policy=NO_RETRY,
+            )
+        assert srv.hits("/sparql") == 10

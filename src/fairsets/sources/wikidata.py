@@ -116,6 +116,7 @@ INSTALL_HINT = "pip install 'fairsets[fetch]'"
 DEADLINE_MARGIN = 30.0
 MAX_ANSWER_BYTES = 256 * 1024 * 1024  # one SPARQL answer (a page of 5000 rows is a few MB)
 MAX_LABEL_CHARS = 400
+MAX_ROWS_PER_QUERY = 1_000_000  # rows of one (state, gender, association) query over all its pages
 
 QID_RE = re.compile(r"^Q[1-9][0-9]*$")
 _ENTITY_RE = re.compile(r"^https?://www\.wikidata\.org/entity/(Q[1-9][0-9]*)$")
@@ -613,6 +614,11 @@ def fetch_people(
                     n_rows += len(bindings)
                     if len(bindings) < page_size:
                         break
+                    if n_rows >= MAX_ROWS_PER_QUERY:  # new full pages forever: a broken or hostile endpoint
+                        raise SparqlResponseError(
+                            f"{endpoint} answered {n_rows} rows for {st.name} {gender} {assoc} and more "
+                            f"full pages: more than any state has (at most {MAX_ROWS_PER_QUERY} are read)"
+                        )
                     if body == previous:  # full pages forever: the endpoint ignores OFFSET
                         raise SparqlResponseError(
                             f"{endpoint} answered offset {offset} with the same full page as offset "
