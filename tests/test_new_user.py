@@ -241,3 +241,50 @@ def test_export_keeps_web_text_on_one_line_and_never_a_formula(tmp_path: Path) -
     assert row["license_hint"].startswith("'=HYPERLINK") and "\n" not in row["license_hint"]
     assert row["state"] == "'@Goa"
     assert import_review(Path(res["csv"]), {"k1": rows[0]}) == []  # the untouched export imports back
+
+
+# ------------------------------------------------- wrong options and arguments: one line, exit 2
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["publish", "{d}", "--dry-run"], ("Missing option '--repo-id'", "fairsets publish --help")),
+        (["build"], ("Missing argument", "fairsets build --help")),
+        (["buld", "r.toml"], ("No such command 'buld'", "Did you mean 'build'")),
+        (["build", "r.toml", "--out", "o", "--workers", "many"], ("'--workers'", "valid integer")),
+        (["build", "r.toml", "--out"], ("'--out' requires an argument",)),
+        (["steps", "--bogus"], ("No such option: --bogus",)),
+        (["audit", "vlm", "{d}", "-m", "ViT-B-32", "-o", "o", "--k", "0"], ("'--k'", "greater than")),
+        (["debias", "fit", "{d}", "-m", "ViT-B-32", "-o", "o.npz", "--alpha", "2"], ("'--alpha'",)),
+        (["geo", "profile", "x.txt"], ("Missing option '--out'", "fairsets geo profile --help")),
+    ],
+    ids=[
+        "missing-option",
+        "missing-argument",
+        "typo-command",
+        "bad-int",
+        "no-value",
+        "unknown-option",
+        "k-zero",
+        "alpha-range",
+        "geo-missing-out",
+    ],
+)
+def test_usage_errors_are_one_line(
+    args: list[str], needles: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # typer drew these as a multi-line box; the standard is one line with where to look
+    code, _, err = run_cli([a.replace("{d}", str(tmp_path)) for a in args], capsys)
+    one_line_error(code, err, *needles)
+
+
+@pytest.mark.timeout(60)
+def test_help_and_no_arguments_still_show_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["--help"], capsys)
+    assert code == 0 and "Usage" in out and "build" in out
+    code, out, err = run_cli(["audit"], capsys)  # a group without a command: its help, as before
+    assert code == 2 and "Usage" in out + err and "vlm" in out + err
+    code, out, _ = run_cli(["steps"], capsys)
+    assert code == 0 and "detect_face" in out

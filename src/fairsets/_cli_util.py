@@ -12,7 +12,7 @@ import errno
 import os
 import sys
 import traceback
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -116,6 +116,16 @@ def explain(exc: BaseException) -> str | None:
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror}; check the path and its permissions"
     return None
+
+
+def report_usage(exc: Any) -> NoReturn:
+    """A click usage error (unknown option, missing argument, bad value) as one line: the problem
+    and where to look (``fairsets COMMAND --help``), exit code 2 (click's own for these)."""
+    ctx = getattr(exc, "ctx", None)
+    text = one_line(exc.format_message())
+    text += f" (see: {ctx.command_path} --help)" if ctx is not None else " (see the command's --help)"
+    console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
+    sys.exit(int(getattr(exc, "exit_code", 2) or 2))
 
 
 def report_unexpected(exc: BaseException) -> NoReturn:

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import _cli_util
-from ._cli_util import die, report_unexpected
+from ._cli_util import die, report_unexpected, report_usage
 
 
 class FairsetsApp(typer.Typer):
@@ -22,12 +22,45 @@ class FairsetsApp(typer.Typer):
     codes and Ctrl-C exits 130."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        try:
+        no_args, usage, abort = _click_exceptions()
+        if kwargs.get("standalone_mode", True) is False:  # the caller handles click's exceptions
             return super().__call__(*args, **kwargs)
+        kwargs["standalone_mode"] = False  # so a usage error reaches us, not typer's boxed panel
+        try:
+            rv = super().__call__(*args, **kwargs)
         except (SystemExit, KeyboardInterrupt):
             raise
+        except no_args as exc:  # `fairsets audit`: its help, as before
+            exc.show()
+            sys.exit(exc.exit_code)
+        except usage as exc:  # a wrong/missing option or argument: one line + where to look
+            report_usage(exc)
+        except abort:
+            console.print("Aborted!", highlight=False)
+            sys.exit(1)
         except Exception as exc:  # the one place that turns any error into one line
             report_unexpected(exc)
+        # standalone_mode=False returns the exit code of a typer.Exit, else the command's value
+        sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+def _click_exceptions() -> tuple[tuple[type[BaseException], ...], ...]:
+    """(no-args-is-help, usage/click errors, abort) of click and of the copy typer vendors."""
+    import click
+
+    mods: list[Any] = [click]
+    try:
+        from typer import _click as vendored  # typer >= 0.24 ships its own click
+
+        mods.append(vendored)
+    except ImportError:  # pragma: no cover - an older typer uses click itself
+        pass
+
+    def found(name: str) -> tuple[type[BaseException], ...]:
+        kinds = (getattr(m.exceptions, name, None) or getattr(m, name, None) for m in mods)
+        return tuple({k for k in kinds if isinstance(k, type)})
+
+    return found("NoArgsIsHelpError"), found("ClickException"), (*found("Abort"), typer.Abort)
 
 
 def main() -> None:
