@@ -28,6 +28,7 @@ from PIL import Image
 from fairsets.data import Sample, Status
 from fairsets.pipeline.step import build_step
 from fairsets.sources import SourceError, build_source
+from fairsets.sources.local import MAX_LISTING_COLUMNS
 from fairsets.vision.decode import to_rgb
 from fairsets.vision.imageformat import (
     MAX_JPEG_SCANS,
@@ -536,3 +537,33 @@ def test_gif_with_millions_of_extension_blocks_is_rejected_before_decoding(n: in
 def test_gif_with_some_comments_still_decodes() -> None:
     s = _decode(_with_comments(_gif(), 100, sub_blocks=2), min_side=16)
     assert s.status is Status.OK and s.image.shape == (80, 80, 3)
+
+
+# -- wide listings --------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_a_listing_with_200k_columns_is_refused_at_once(tmp_path: Path) -> None:
+    """The header's repeated-name check was quadratic: 20 000 columns (one row, 200 kB) took 15 s
+    to scan, 200 000 would take about 25 minutes. Now a header wider than MAX_LISTING_COLUMNS is
+    refused as soon as it is read."""
+    n = 200_000
+    header = ["path", "state", "gender", "license", *(f"c{i}" for i in range(n))]
+    row = ["a.jpg", "Goa", "f", "CC0-1.0", *(["x"] * n)]
+    (tmp_path / "l.csv").write_text(",".join(header) + "\n" + ",".join(row) + "\n")
+    t0 = time.perf_counter()
+    with pytest.raises(SourceError, match=rf"has {n + 4} columns, more than the {MAX_LISTING_COLUMNS}"):
+        _listing_source(tmp_path, "l.csv").scan()
+    assert time.perf_counter() - t0 < 5.0
+
+
+def test_listing_width_cap_applies_to_parquet_and_allows_the_cap(tmp_path: Path) -> None:
+    base = {"path": ["a.jpg"], "state": ["Goa"], "gender": ["f"], "license": ["CC0-1.0"]}
+    extra = MAX_LISTING_COLUMNS - len(base)
+    pq.write_table(pa.table({**base, **{f"c{i}": ["x"] for i in range(extra)}}), tmp_path / "ok.parquet")
+    (row,) = _listing_source(tmp_path, "ok.parquet").scan()
+    assert row["c0"] == "x"
+    wide = pa.table({**base, **{f"c{i}": ["x"] for i in range(extra + 1)}})
+    pq.write_table(wide, tmp_path / "wide.parquet")
+    with pytest.raises(SourceError, match=r"wide\.parquet has 1001 columns"):
+        _listing_source(tmp_path, "wide.parquet").scan()

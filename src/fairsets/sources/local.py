@@ -30,6 +30,7 @@ import importlib.util
 import io
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,8 @@ __all__ = [
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
 OPTIONAL = ("identity", "author", "source_url", "title")
+MAX_LISTING_COLUMNS = 1_000
+"""Most columns a listing may have: every one is kept as metadata of every image and published."""
 DEFAULT_MAX_LISTING_ROWS = 2_000_000
 """Rows a listing may have unless ``max_listing_rows`` says otherwise: each row costs ~1.5 kB of
 memory once read (a 63 MB CSV of a million rows took 1.5 GB and 84 s to scan)."""
@@ -156,15 +159,15 @@ def read_listing(path: Path, max_rows: int = DEFAULT_MAX_LISTING_ROWS) -> list[d
         raise SourceError(f"source.path: cannot read listing {path}: {type(exc).__name__}: {why}") from None
     if not header:
         raise SourceError(f"source.path: listing {path} is empty; its first line must name the columns")
-    folded = [h.casefold() for h in header]
+    folded = Counter(h.casefold() for h in header)  # counted once: a wide header is not quadratic
     for i, name in enumerate(header):
         if not name:
             raise SourceError(
                 f"source.path: listing {path}: column {i + 1} of the header has no name; name it"
             )
-        if folded.count(name.casefold()) > 1:  # DuckDB, which reads the pool, ignores case
+        if folded[name.casefold()] > 1:  # DuckDB, which reads the pool, ignores case
             raise SourceError(
-                f"source.path: listing {path}: column {name!r} appears {folded.count(name.casefold())} times "
+                f"source.path: listing {path}: column {name!r} appears {folded[name.casefold()]} times "
                 "in the header (ignoring case); give each column its own name"
             )
     if not rows:
@@ -179,6 +182,16 @@ def _too_many_rows(path: Path, what: str, max_rows: int) -> SourceError:
         f"source.path: listing {path} {what}; a listing may have at most {max_rows} rows (each costs "
         "memory while the build runs): split it into several builds, or raise source.max_listing_rows"
     )
+
+
+def _check_width(path: Path, header: list[str]) -> None:
+    """Refuse a header of more than :data:`MAX_LISTING_COLUMNS` columns (before reading the rows)."""
+    if len(header) > MAX_LISTING_COLUMNS:
+        raise SourceError(
+            f"source.path: listing {path} has {len(header)} columns, more than the {MAX_LISTING_COLUMNS} "
+            "a listing may have (a transposed table, or the wrong delimiter?); keep one row per image "
+            "and drop the columns the dataset does not need"
+        )
 
 
 def _check_listing_size(path: Path, suffix: str, max_rows: int) -> None:
@@ -214,6 +227,7 @@ def _read_csv(path: Path, max_rows: int = DEFAULT_MAX_LISTING_ROWS) -> tuple[lis
                     header = [f.strip() for f in fields]
                     if not any(header):  # a blank first line: the header comes later
                         header = []
+                    _check_width(path, header)
                     continue
                 if not fields or (len(fields) == 1 and not fields[0].strip()):
                     continue  # a blank line
@@ -237,6 +251,7 @@ def _read_parquet(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
 
     schema = pq.read_schema(path)
     header = [str(n).strip() for n in schema.names]
+    _check_width(path, header)
     if len(set(header)) != len(header) or any(not n for n in header):
         return header, []  # read_listing names the bad column (reading would fail or merge them)
     for name, field in zip(header, schema, strict=True):
