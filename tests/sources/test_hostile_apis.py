@@ -379,3 +379,53 @@ def test_sparql_new_full_pages_forever_end(monkeypatch: pytest.MonkeyPatch) -> N
                 policy=NO_RETRY,
             )
         assert srv.hits("/sparql") == 10
+
+
+# --------------------------------------------------------------------------- broken cache entries
+
+
+def _break_cache(folder: Any, content: bytes) -> int:
+    files = [p for p in folder.rglob("*.bin") if p.is_file()]
+    for p in files:
+        p.write_bytes(content)
+    return len(files)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("content", [b"", b"{not json", b'{"a": 1}', b"[1, 2]", b"[" * 50_000])
+def test_broken_cache_entries_are_asked_again(content: bytes, tmp_path: Any) -> None:
+    from fairsets.sources.serpapi import search_images
+    from fairsets.sources.wikidata import fetch_people, load_states
+
+    good = _page(url="https://upload.example.org/A.jpg", extmetadata={"LicenseShortName": {"value": "CC0"}})
+    item = {"original": "https://img.example.org/a.jpg"}
+    with LoopbackServer() as srv:
+        srv.route("/w/api.php", lambda req: json_response(good))
+        srv.route("/search", lambda req: json_response({"images_results": [item]}))
+        srv.route("/sparql", lambda req: _bindings(_person(5, "Asha")))
+
+        def run() -> tuple[Any, ...]:
+            commons_out = file_info(
+                ["File:A.jpg"], api_url=srv.url("/w/api.php"), cache_dir=tmp_path, policy=NO_RETRY
+            )
+            serp = search_images(
+                "q", api_key=SERP_KEY, backend=srv.url(""), cache_dir=tmp_path, policy=NO_RETRY
+            )
+            people = fetch_people(
+                load_states()[:1],
+                ["male"],
+                endpoint=srv.url("/sparql"),
+                associations=["birth"],
+                cache_dir=tmp_path,
+                policy=NO_RETRY,
+            )
+            return (
+                commons_out["File:A.jpg"]["license"],
+                [r["url"] for r in serp],
+                [p["person"] for p in people],
+            )
+
+        first = run()
+        assert _break_cache(tmp_path, content) == 3
+        assert run() == first == ("CC0-1.0", ["https://img.example.org/a.jpg"], ["Q5"])
+        assert srv.hits("/w/api.php") == srv.hits("/search") == srv.hits("/sparql") == 2

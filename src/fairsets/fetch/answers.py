@@ -19,14 +19,18 @@ API:
     * ``read_capped(resp, max_bytes, what) -> bytes``
     * ``read_capped_stream(fp, max_bytes, what) -> bytes``
     * ``loads_json(body, what) -> Any``
+    * ``cached_json(data, what, kind=list) -> Any | None`` — a cache entry, None if broken
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
-__all__ = ["MAX_ANSWER_BYTES", "BadAnswer", "loads_json", "read_capped", "read_capped_stream"]
+__all__ = ["MAX_ANSWER_BYTES", "BadAnswer", "cached_json", "loads_json", "read_capped", "read_capped_stream"]
+
+log = logging.getLogger(__name__)
 
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 _CHUNK = 64 * 1024
@@ -85,6 +89,25 @@ def read_capped_stream(fp: Any, max_bytes: int, what: str) -> bytes:
         if seen > max_bytes:
             raise _too_large(what, max_bytes)
         parts.append(chunk)
+
+
+def cached_json(data: bytes | None, what: str, kind: type = list) -> Any:
+    """A cached JSON answer of type ``kind``, or None when absent or unusable (then ask again).
+
+    Cache files are written atomically, but a disk, a copy or a hand can still break one: an entry
+    that does not decode, or is not a ``kind``, is logged and treated as a miss.
+    """
+    if data is None:
+        return None
+    try:
+        value = loads_json(data, what)
+    except BadAnswer as exc:
+        log.warning("ignoring a broken cache entry (%s); asking again", exc)
+        return None
+    if not isinstance(value, kind):
+        log.warning("ignoring a cache entry of %s that is not a JSON %s; asking again", what, kind.__name__)
+        return None
+    return value
 
 
 def loads_json(body: bytes, what: str) -> Any:

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, loads_json, read_capped
+from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, cached_json, loads_json, read_capped
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, user_agent
 from ..publish.attribution import RESTRICTING_PREFIX, normalise_license, parse_license, strip_html
@@ -520,10 +520,8 @@ def file_info(
     try:
         for batch in batches:
             key = {"api": api_url, "titles": sorted(batch), "width": width}
-            cached = cache.get(key)
-            if cached is not None:
-                raw = json.loads(cached)
-            else:
+            raw = cached_json(cache.get(key), "the Commons cache")
+            if raw is None or not all(isinstance(a, dict) for a in raw):
                 raw = _fetch_batch(session, api_url, batch, width, headers, policy, sleep)
                 cache.put(key, json.dumps(raw, sort_keys=True, ensure_ascii=False).encode("utf-8"))
             mapping, pages = _merge(raw)

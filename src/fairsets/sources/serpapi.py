@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data import make_key
-from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, loads_json, read_capped
+from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, cached_json, loads_json, read_capped
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, unreachable
 from ..publish.attribution import normalise_license
@@ -333,10 +333,8 @@ def search_images(
     while len(rows) < num:
         page_params = {**params, "ijn": str(page)}
         cache_key = {"backend": base, "params": {k: str(v) for k, v in page_params.items()}}
-        cached = cache.get(cache_key)
-        if cached is not None:
-            items = json.loads(cached)
-        else:
+        items = cached_json(cache.get(cache_key), "the SerpAPI cache")
+        if items is None or not all(isinstance(i, dict) for i in items):
             data = _request_page(client_cls, page_params, key, endpoint, policy, sleep)
             found = data.get("images_results") or []
             items = [i for i in found if isinstance(i, dict)] if isinstance(found, list) else []

@@ -594,10 +594,19 @@ def fetch_people(
                     query = build_query(st.area_qids, GENDERS[gender], assoc, limit=page_size, offset=offset)
                     key = {"endpoint": endpoint, "query": query}
                     body = cache.get(key)
+                    bindings = None
                     if body is not None:
-                        counts["cache_hits"] += 1
-                        bindings = _parse(body, endpoint)
-                    else:
+                        try:
+                            bindings = _parse(body, endpoint)
+                            counts["cache_hits"] += 1
+                        except SparqlResponseError:  # a broken cache entry: ask again
+                            log.warning(
+                                "ignoring a broken cache entry for %s %s %s; asking again",
+                                st.qid,
+                                gender,
+                                assoc,
+                            )
+                    if bindings is None:
                         body = call_with_retry(
                             lambda q=query: attempt(q),
                             policy,
