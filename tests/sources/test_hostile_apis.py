@@ -429,3 +429,14 @@ def test_broken_cache_entries_are_asked_again(content: bytes, tmp_path: Any) -> 
         assert _break_cache(tmp_path, content) == 3
         assert run() == first == ("CC0-1.0", ["https://img.example.org/a.jpg"], ["Q5"])
         assert srv.hits("/w/api.php") == srv.hits("/search") == srv.hits("/sparql") == 2
+
+
+@pytest.mark.timeout(30)
+def test_serpapi_result_texts_are_one_short_line() -> None:
+    from fairsets.sources.serpapi import MAX_TEXT_CHARS
+
+    title = "a\nInjected: b\r\n" + "t" * 100_000
+    item = {"original": "https://img.example.org/a.jpg", "title": title, "tag": "x\ty"}
+    row = _serp(json_response({"images_results": [item]}))[0]
+    assert row["title"].startswith("a Injected: b ttt") and len(row["title"]) == MAX_TEXT_CHARS
+    assert row["tag"] == "x y"

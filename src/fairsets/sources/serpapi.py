@@ -246,8 +246,13 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+MAX_TEXT_CHARS = 1000  # a result's title, site name or tag (Google's are far shorter)
+
+
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+    """A text field of a result on one line, at most :data:`MAX_TEXT_CHARS` characters (cut with ``…``)."""
+    text = " ".join(value.split()) if isinstance(value, str) else ""
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
 
 
 def _row(item: Mapping[str, Any], query: str, licenses: str | None) -> dict[str, Any]:
