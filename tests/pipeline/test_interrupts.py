@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -168,3 +169,39 @@ def test_geo_profile_refuses_to_write_over_its_input_shards(tmp_path: Path) -> N
         lines = res.output.strip().splitlines()
         assert len(lines) == 1 and "would replace" in lines[0] and "another --out" in lines[0], lines
     assert {p.name: p.read_bytes() for p in shards.iterdir()} == before
+
+
+@pytest.mark.timeout(120)
+def test_concurrent_card_updates_keep_every_audit_and_wait_for_a_build(
+    example_out: Path, tmp_path: Path
+) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "publish"))
+    from test_card_audit import audit_for, write_audit
+
+    from fairsets.publish.card_audit import update_card
+
+    models = ["ViT-B-32", "ViT-B-16", "ViT-L-14"]
+    for trial in range(3):
+        ds = tmp_path / f"d{trial}"
+        shutil.copytree(example_out, ds)
+        audits = [
+            write_audit(tmp_path / f"a{trial}{m}", audit_for(ds, model=m, seed=i))
+            for i, m in enumerate(models)
+        ]
+        threads = [threading.Thread(target=update_card, args=(ds, a)) for a in audits]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        text = (ds / "README.md").read_text(encoding="utf-8")
+        assert [m for m in models if f"fairsets:audit:open_clip:{m}:none start" not in text] == []
+        assert verify_layout(ds) == []
+    # a build holds the layout: the update waits, then refuses in one line, and writes nothing
+    before = {p.name: p.read_bytes() for p in (ds / "README.md", ds / "manifest.json")}
+    with open(ds / ".fairsets" / "lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        res = CliRunner().invoke(app, ["card", "update", str(ds), "--audit", str(audits[0])])
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and "a build or another card update is running" in lines[0], lines
+    assert {p.name: p.read_bytes() for p in (ds / "README.md", ds / "manifest.json")} == before

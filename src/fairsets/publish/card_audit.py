@@ -34,10 +34,13 @@ API:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -332,7 +335,34 @@ def _insert_block(body: str, block: str, mid: str) -> str:
     return "\n".join(lines[:pos] + new + lines[pos:])
 
 
-def update_card(dataset: str | os.PathLike[str], audit_dir: str | os.PathLike[str]) -> Path:
+@contextlib.contextmanager
+def _layout_lock(root: Path, wait: float) -> Iterator[None]:
+    """Hold the layout's build lock (``.fairsets/lock``) while the card and manifest are rewritten:
+    a build does not publish meanwhile, and two updates do not drop each other's block."""
+    work = root / ".fairsets"
+    work.mkdir(exist_ok=True)
+    with open(work / "lock", "a") as fh:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ValueError(
+                        f"{root}: a build or another card update is running there; wait for it to end, "
+                        "then update the card again"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def update_card(
+    dataset: str | os.PathLike[str], audit_dir: str | os.PathLike[str], *, wait: float = 10.0
+) -> Path:
     """Put the audit of ``audit_dir`` into the card of the published layout ``dataset``.
 
     Args:
@@ -344,14 +374,20 @@ def update_card(dataset: str | os.PathLike[str], audit_dir: str | os.PathLike[st
 
     Raises:
         FileNotFoundError: if the README or the audit is missing.
-        ValueError: if the audit is invalid, the manifest unreadable, or the card's audit markers
-            are unbalanced.
+        ValueError: if the audit is invalid, the manifest unreadable, the card's audit markers
+            are unbalanced, or a build (or another update) still holds the layout after ``wait``
+            seconds.
     """
     root = Path(dataset)
     readme = root / "README.md"
     if not readme.is_file():
         raise FileNotFoundError(f"{readme}: no dataset card (is {root} a published fairsets layout?)")
     audit = load_audit(audit_dir)
+    with _layout_lock(root, wait):
+        return _update_card(root, readme, audit)
+
+
+def _update_card(root: Path, readme: Path, audit: dict[str, Any]) -> Path:
     manifest_path = root / MANIFEST
     manifest: dict[str, Any] | None = None
     if manifest_path.is_file():
