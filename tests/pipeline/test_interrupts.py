@@ -203,5 +203,25 @@ def test_concurrent_card_updates_keep_every_audit_and_wait_for_a_build(
         res = CliRunner().invoke(app, ["card", "update", str(ds), "--audit", str(audits[0])])
     assert res.exit_code == 2, res.output
     lines = res.output.strip().splitlines()
-    assert len(lines) == 1 and "a build or another card update is running" in lines[0], lines
+    assert len(lines) == 1 and "a build (or another update) is running" in lines[0], lines
     assert {p.name: p.read_bytes() for p in (ds / "README.md", ds / "manifest.json")} == before
+
+
+@pytest.mark.timeout(60)
+def test_hub_publish_refuses_while_a_build_holds_the_layout(example_out: Path, tmp_path: Path) -> None:
+    from fairsets.publish.hub import PublishError, publish
+
+    ds = tmp_path / "ds"
+    shutil.copytree(example_out, ds)
+
+    class NoCalls:  # a stand-in client: any call is a failure of the test
+        def __getattr__(self, name: str) -> None:
+            raise AssertionError(f"the Hub was called ({name}) while a build held the layout")
+
+    with open(ds / ".fairsets" / "lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        with pytest.raises(PublishError, match=r"a build \(or another update\) is running there"):
+            publish(ds, "org/name", api=NoCalls(), token="hf_secret_value")
+        with pytest.raises(PublishError, match="is running there"):
+            publish(ds, "org/name", dry_run=True)
+    assert publish(ds, "org/name", dry_run=True).files  # free again

@@ -17,23 +17,29 @@ API:
     * ``sha256_file(path) -> str`` (hex digest)
     * ``is_temp_name(name) -> bool``
     * ``remove_temps(root, skip=()) -> list[str]`` — delete what killed writers left under ``root``
+    * ``layout_lock(root, wait=0.0, optional=False)`` — hold a layout's build lock, or raise
+      :class:`LayoutBusy`
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
+    "LayoutBusy",
     "atomic_path",
     "atomic_write_bytes",
     "atomic_write_text",
     "is_temp_name",
+    "layout_lock",
     "remove_temps",
     "sha256_file",
 ]
@@ -74,6 +80,46 @@ def remove_temps(root: str | os.PathLike[str], skip: tuple[str, ...] = ()) -> li
                     p.unlink()
                     removed.append(p.relative_to(base).as_posix())
     return sorted(removed)
+
+
+class LayoutBusy(RuntimeError):
+    """A build (or another writer) holds the layout's lock; the message says what to do."""
+
+
+@contextlib.contextmanager
+def layout_lock(root: str | os.PathLike[str], *, wait: float = 0.0, optional: bool = False) -> Iterator[bool]:
+    """Hold ``root/.fairsets/lock`` (the lock a build holds) exclusively for the block.
+
+    So that nothing reads or rewrites a layout while a build publishes it, nor two writers
+    interleave. Waits up to ``wait`` seconds, then raises :class:`LayoutBusy`. With ``optional``, a
+    folder where the lock cannot be made (read-only) is used without it: yields False then.
+    """
+    work = Path(root) / ".fairsets"
+    try:
+        work.mkdir(exist_ok=True)
+        fh = open(work / "lock", "a")  # noqa: SIM115 - held for the block
+    except OSError:
+        if not optional:
+            raise
+        yield False
+        return
+    with fh:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LayoutBusy(
+                        f"{root}: a build (or another update) is running there; wait for it to end, then "
+                        "run this again"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _fsync_file(path: Path) -> None:

@@ -34,18 +34,15 @@ API:
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from fairsets.audit.report import format_change, format_number
-from fairsets.publish.atomic import atomic_write_text, sha256_file
+from fairsets.publish.atomic import LayoutBusy, atomic_write_text, layout_lock, sha256_file
 from fairsets.publish.manifest import MANIFEST, write_manifest
 
 __all__ = ["AUDIT_FILE", "SECTION_HEADING", "card_audit_section", "load_audit", "update_card"]
@@ -335,31 +332,6 @@ def _insert_block(body: str, block: str, mid: str) -> str:
     return "\n".join(lines[:pos] + new + lines[pos:])
 
 
-@contextlib.contextmanager
-def _layout_lock(root: Path, wait: float) -> Iterator[None]:
-    """Hold the layout's build lock (``.fairsets/lock``) while the card and manifest are rewritten:
-    a build does not publish meanwhile, and two updates do not drop each other's block."""
-    work = root / ".fairsets"
-    work.mkdir(exist_ok=True)
-    with open(work / "lock", "a") as fh:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise ValueError(
-                        f"{root}: a build or another card update is running there; wait for it to end, "
-                        "then update the card again"
-                    ) from None
-                time.sleep(0.05)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def update_card(
     dataset: str | os.PathLike[str], audit_dir: str | os.PathLike[str], *, wait: float = 10.0
 ) -> Path:
@@ -383,8 +355,11 @@ def update_card(
     if not readme.is_file():
         raise FileNotFoundError(f"{readme}: no dataset card (is {root} a published fairsets layout?)")
     audit = load_audit(audit_dir)
-    with _layout_lock(root, wait):
-        return _update_card(root, readme, audit)
+    try:
+        with layout_lock(root, wait=wait):
+            return _update_card(root, readme, audit)
+    except LayoutBusy as exc:  # a build publishes there, or another update runs
+        raise ValueError(str(exc)) from None
 
 
 def _update_card(root: Path, readme: Path, audit: dict[str, Any]) -> Path:

@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from fairsets.publish.atomic import sha256_file
+from fairsets.publish.atomic import LayoutBusy, layout_lock, sha256_file
 from fairsets.publish.manifest import MANIFEST, verify_layout
 
 __all__ = [
@@ -398,6 +398,27 @@ def publish(
     if not branch or any(c.isspace() for c in branch) or ".." in branch:
         raise PublishError(f"invalid revision {revision!r}: expected a branch name such as 'main' or 'v1'")
     root = Path(out_dir)
+    try:  # no build may rewrite the layout between its check and the end of its upload
+        with layout_lock(root, optional=True):
+            return _publish(
+                root, rid, branch, revision, private, dry_run, token, api, commit_message, num_workers
+            )
+    except LayoutBusy as exc:
+        raise PublishError(str(exc)) from None
+
+
+def _publish(
+    root: Path,
+    rid: str,
+    branch: str,
+    revision: str | None,
+    private: bool,
+    dry_run: bool,
+    token: str | None,
+    api: Any,
+    commit_message: str | None,
+    num_workers: int | None,
+) -> PublishReport:
     files = upload_plan(root)
     total = sum(f.bytes for f in files)
     report = PublishReport(rid, branch, bool(private), bool(dry_run), files, total, None)
