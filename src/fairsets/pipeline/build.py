@@ -158,7 +158,8 @@ def _lock(out: Path, *, force: bool = False) -> Iterator[None]:
         except BlockingIOError:
             fh.close()
             raise BuildError(
-                f"another build is running in {out}; wait for it to end (or stop it), then build again"
+                f"another build (or a Hub publish or card update) is running in {out}; wait for it to end "
+                "(or stop it), then build again"
             ) from None
         try:
             if os.fstat(fh.fileno()).st_ino == os.stat(path).st_ino:
