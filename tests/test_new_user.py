@@ -288,3 +288,21 @@ def test_help_and_no_arguments_still_show_the_help(capsys: pytest.CaptureFixture
     assert code == 2 and "Usage" in out + err and "vlm" in out + err
     code, out, _ = run_cli(["steps"], capsys)
     assert code == 0 and "detect_face" in out
+
+
+@pytest.mark.timeout(30)
+def test_build_force_never_deletes_the_users_own_files(tmp_path: Path) -> None:
+    from fairsets.pipeline.build import remove_stale
+
+    out = tmp_path / "project"
+    mine = ["metadata/notes.txt", "shards/old/data.bin", "metadata/balanced/test.parquet.bak"]
+    ours_stale = ["shards/balanced/test-00001.tar", "metadata/imbalanced/test.parquet"]
+    kept = ["shards/balanced/test-00000.tar", "metadata/balanced/test.parquet"]
+    for rel in mine + ours_stale + kept:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(rel)
+    (out / "shards" / "balanced" / "train-00000.tar").symlink_to(out / "metadata" / "notes.txt")
+    removed = remove_stale(out, set(kept))
+    assert sorted(removed) == sorted(ours_stale)  # what an earlier build published, no longer wanted
+    for rel in mine + kept:
+        assert (out / rel).read_text() == rel  # --force into a project folder used to delete these

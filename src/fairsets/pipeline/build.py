@@ -21,6 +21,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import threading
@@ -286,7 +287,8 @@ def build(
             pool, review_rejects, pending = _apply_review(workdir, pool)
             pool, dup_rejects, dup_counts = _dedup(recipe, pool)
             pool, cell_rejects = _filter_cells(recipe, pool)
-            rejects.extend(review_rejects + dup_rejects + cell_rejects)
+            pool, person_rejects = _one_cell_per_identity(recipe, pool)
+            rejects.extend(review_rejects + dup_rejects + cell_rejects + person_rejects)
             if review_rejects:
                 step_stats["rejected"]["review"] = len(review_rejects)
 
@@ -434,6 +436,7 @@ def _need(
     rows = [r for r in pool if r.get("review") in (None, "")]
     rows, _, _ = _dedup(recipe, rows)
     rows, _ = _filter_cells(recipe, rows)
+    rows, _ = _one_cell_per_identity(recipe, rows)
     have = Counter(tuple(str(r[g]) for g in recipe.groups) for r in rows)
     seen = [c for c in candidates or [] if all(c.get(g) not in (None, "") for g in recipe.groups)]
     need = {}
@@ -585,6 +588,30 @@ def _filter_cells(recipe: Recipe, pool: list[dict]) -> tuple[list[dict], list[di
     return kept, rejected
 
 
+def _one_cell_per_identity(recipe: Recipe, pool: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Reject a person's images outside their home cell (the one with most of them), recorded.
+
+    Splits are planned per cell; a person in two cells could otherwise be in train and in test.
+    """
+    from ..select.split import cross_cell_identities
+
+    groups = list(recipe.groups)
+    crossing = cross_cell_identities(pool, groups, recipe.identity_column)
+    if not crossing:
+        return pool, []
+    kept, rejected = [], []
+    for row in pool:
+        ident = row.get(recipe.identity_column)
+        home = crossing.get(str(ident))[0] if ident is not None and str(ident) in crossing else None
+        if home is None or tuple(str(row[g]) for g in groups) == home:
+            kept.append(row)
+            continue
+        where = ", ".join(f"{g}={v!r}" for g, v in zip(groups, home, strict=True))
+        why = f"identity {str(ident)[:80]!r} belongs to the cell with most of its images ({where})"
+        rejected.append({**row, "status": Status.REJECTED.value, "step": "select", "reason": why})
+    return kept, rejected
+
+
 def _public_meta(row: dict[str, Any]) -> dict[str, Any]:
     from ..publish.attribution import redact_url
 
@@ -640,8 +667,17 @@ def _materialize_specs(recipe: Recipe, plan: Any, pool: list[dict], workdir: Pat
     return specs
 
 
+#: What an earlier build published under shards/ and metadata/ (shard_name, metadata_name): only
+#: files named so are ever removed as stale; anything else there is the user's (``--force``).
+_OURS = re.compile(r"^(shards/[\w-]+/[\w-]+-\d{5,}\.tar|metadata/[\w-]+/[\w-]+\.parquet)$")
+
+
 def remove_stale(out: Path, keep: set[str]) -> list[str]:
-    """Delete shard/metadata files from earlier runs that this build no longer publishes."""
+    """Delete shard/metadata files from earlier runs that this build no longer publishes.
+
+    Only files named like a fairsets shard or metadata table (and not symlinks) are removed: a
+    folder built into with ``--force`` may hold the user's own ``metadata/`` or ``shards/`` files,
+    which stay (and ``publish`` then reports them as not in the manifest)."""
     removed = []
     for sub in ("shards", "metadata"):
         root = out / sub
@@ -649,7 +685,7 @@ def remove_stale(out: Path, keep: set[str]) -> list[str]:
             continue
         for p in sorted(root.rglob("*")):
             rel = p.relative_to(out).as_posix()
-            if p.is_file() and rel not in keep:
+            if p.is_file() and not p.is_symlink() and rel not in keep and _OURS.match(rel):
                 p.unlink()
                 removed.append(rel)
         for d in [*sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True), root]:
