@@ -306,3 +306,41 @@ def test_build_force_never_deletes_the_users_own_files(tmp_path: Path) -> None:
     assert sorted(removed) == sorted(ours_stale)  # what an earlier build published, no longer wanted
     for rel in mine + kept:
         assert (out / rel).read_text() == rel  # --force into a project folder used to delete these
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_while_the_command_starts_is_exit_130_without_a_traceback(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # what the console script does, with Ctrl-C arriving after the package loaded and before the
+    # command runs (e.g. while fairsets.cli imports typer): a 110-line import traceback before
+    script = (
+        "import os, signal, sys\n"
+        "sys.argv[0] = os.path.join(os.path.dirname(sys.executable), 'fairsets')\n"
+        "import fairsets\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "import time; time.sleep(2)\n"
+        "from fairsets.cli import app\n"
+        "sys.exit(app())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    res = subprocess.run(
+        [sys.executable, "-c", script, "steps"], capture_output=True, text=True, env=env, timeout=100
+    )
+    assert res.returncode == 130, res.stderr
+    assert "Traceback" not in res.stderr and "KeyboardInterrupt" not in res.stderr, res.stderr
+    # once the command runs, Ctrl-C is Python's KeyboardInterrupt again (the build's own handling)
+    script = (
+        "import os, signal, sys\n"
+        "sys.argv[0] = os.path.join(os.path.dirname(sys.executable), 'fairsets')\n"
+        "import fairsets\n"
+        "assert signal.getsignal(signal.SIGINT) is fairsets._startup_sigint\n"
+        "from fairsets.cli import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print('restored', signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", script, "steps"], capture_output=True, text=True, env=env, timeout=100
+    )
+    assert res.stdout.splitlines()[-1] == "restored True", res.stdout + res.stderr

@@ -22,6 +22,12 @@ class FairsetsApp(typer.Typer):
     codes and Ctrl-C exits 130."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import signal
+
+        from . import _startup_sigint
+
+        if signal.getsignal(signal.SIGINT) is _startup_sigint:  # started: Ctrl-C is KeyboardInterrupt again
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         no_args, usage, abort = _click_exceptions()
         if kwargs.get("standalone_mode", True) is False:  # the caller handles click's exceptions
             return super().__call__(*args, **kwargs)
