@@ -57,7 +57,7 @@ def write_candidates(folder: Path, n: int, states: tuple[str, ...] = ("Goa", "As
                 "path": name,
                 "state": states[i % len(states)],
                 "gender": ("female", "male")[(i // 2) % 2],
-                "identity": f"person{i // 2}",
+                "identity": f"person{i}",
                 "license": "CC-BY-4.0",
                 "author": f"Author {i}",
                 "source_url": f"https://example.org/{name}",

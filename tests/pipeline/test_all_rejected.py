@@ -180,3 +180,28 @@ def test_every_download_refused_publishes_nothing_and_says_why(tmp_path: Path) -
     rej = pq.read_table(out / "rejects.parquet").to_pylist()
     assert len(rej) == 3 and all("loopback" in r["reason"] for r in rej)
     assert not (out / "shards").exists() and (out / "README.md").is_file()
+
+
+@pytest.mark.timeout(180)
+def test_a_person_listed_in_two_cells_is_published_in_one_split_only(tmp_path: Path) -> None:
+    listing = write_candidates(tmp_path / "c", 12)
+    rows = list(csv.DictReader(listing.open(newline="")))
+    for i, r in enumerate(rows):  # every person has images in both states
+        r["identity"] = f"person{i % 3}"
+    with listing.open("w", newline="") as fh:
+        wr = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        wr.writeheader()
+        wr.writerows(rows)
+    recipe = write_recipe(tmp_path / "r.toml", listing, quota=2, workers=0)
+    out = tmp_path / "o"
+    build(load_recipe(recipe), out)
+    rejects = pq.read_table(out / "rejects.parquet").to_pylist()
+    moved = [r for r in rejects if r["step"] == "select" and "belongs to the cell" in r["reason"]]
+    assert moved, [(r["step"], r["reason"]) for r in rejects]
+    for variant in ("imbalanced", "balanced"):
+        sides: dict[tuple[str, str], set[str]] = {}
+        for f in (out / "metadata" / variant).glob("*.parquet"):
+            for r in pq.read_table(f).to_pylist():
+                sides.setdefault(r["identity"], set()).add(r["split"])
+                sides.setdefault((r["identity"], "cell"), set()).add(f"{r['state']}/{r['gender']}")
+        assert all(len(v) == 1 for v in sides.values()), sides

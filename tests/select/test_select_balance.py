@@ -246,3 +246,43 @@ def test_errors() -> None:
     with pytest.raises(ValueError, match="collides"):
         clash = [*rows("Goa", "female", 1, 1, "x"), {**pool[0], "key": "x_0000-aug1"}]
         select(clash, GROUPS, 4, ["balanced"], seed=0)
+
+
+def test_a_person_in_two_cells_is_refused_not_split_both_ways() -> None:
+    # 20 people with 2 images in each of two cells: planned per cell, half of them used to land in
+    # train in one cell and in test in the other.
+    pool = [
+        {"key": f"k_{s}_{p}_{j}", "state": s, "gender": "f", "identity": f"p{p}"}
+        for s in ("A", "B")
+        for p in range(20)
+        for j in range(2)
+    ]
+    with pytest.raises(ValueError, match=r"20 identities in more than one cell, e\.g\. 'p0'"):
+        select(pool, GROUPS, 10, ["imbalanced"], seed=1)
+    # one cell per person: fine, and identity-disjoint
+    ok = [r for r in pool if (r["state"] == "A") == (int(r["identity"][1:]) % 2 == 0)]
+    plan = select(ok, GROUPS, 10, ["imbalanced"], seed=1)
+    sides: dict[str, set[str]] = defaultdict(set)
+    by_key = {r["key"]: r for r in ok}
+    for it in plan.items:
+        sides[by_key[it.key]["identity"]].add(it.split)
+    assert all(len(s) == 1 for s in sides.values())
+
+
+def test_cross_cell_identities_home_is_the_cell_with_most_images() -> None:
+    from fairsets.select.split import cross_cell_identities
+
+    pool = [
+        {"state": "B", "gender": "f", "identity": "x"},
+        {"state": "A", "gender": "f", "identity": "x"},
+        {"state": "B", "gender": "f", "identity": "x"},
+        {"state": "A", "gender": "f", "identity": "y"},
+        {"state": "B", "gender": "f", "identity": "y"},
+        {"state": "A", "gender": "f", "identity": None},
+        {"state": "B", "gender": "f", "identity": ""},
+        {"state": "A", "gender": "f", "identity": "z"},
+    ]
+    assert cross_cell_identities(pool, GROUPS) == {
+        "x": (("B", "f"), [("A", "f")]),
+        "y": (("A", "f"), [("B", "f")]),  # a tie: the first cell in sorted order
+    }

@@ -36,7 +36,14 @@ import numpy as np
 
 from ..data import validate_key
 from .plan import CellReport, Plan, PlanItem, SplitCount, cell_label
-from .split import allocate, assign_groups, derive_seed, identity_of, normalise_fractions
+from .split import (
+    allocate,
+    assign_groups,
+    cross_cell_identities,
+    derive_seed,
+    identity_of,
+    normalise_fractions,
+)
 
 __all__ = ["VARIANTS", "select"]
 
@@ -173,6 +180,18 @@ def select(
                 f"{n} pool row(s) in {len(extra)} cell(s) not among the expected cells were left out: "
                 f"{shown}{more}"
             )
+
+    # ---- a person belongs to one cell, or the split cannot keep them on one side -----------------
+    in_expected = [r for r in rows if tuple(str(r.get(g)) for g in groups) in set(expected)]
+    crossing = cross_cell_identities(in_expected, groups, identity_column)
+    if crossing:
+        ident, (home, others) = next(iter(crossing.items()))
+        label = "; ".join(cell_label(dict(zip(groups, c, strict=True))) for c in [home, *others])
+        raise ValueError(
+            f"{_identities(len(crossing))} in more than one cell, e.g. {ident!r} in {label}: "
+            "splits are planned per cell, so such a person could be in train and test; keep each "
+            "person's images in one cell (fairsets build rejects those outside the cell with most of them)"
+        )
 
     # ---- per cell --------------------------------------------------------------------------------
     items: list[PlanItem] = []

@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_FRACTIONS",
     "allocate",
     "assign_groups",
+    "cross_cell_identities",
     "derive_seed",
     "identity_disjoint_split",
     "identity_of",
@@ -162,3 +163,32 @@ def identity_disjoint_split(
         return {}
     where = assign_groups(sizes, fr, derive_seed(seed, "identity_disjoint_split"))
     return {key: where[i] for key, i in ident.items()}
+
+
+def cross_cell_identities(
+    rows: Iterable[Mapping[str, object]], groups: list[str], identity_column: str = "identity"
+) -> dict[str, tuple[tuple[str, ...], list[tuple[str, ...]]]]:
+    """Identities found in more than one cell: ``{identity: (home cell, [other cells])}``.
+
+    Splits are planned per cell, so a person whose images sit in two cells could land in train in
+    one and in test in the other. A person belongs to one cell: the home cell is the one holding
+    most of their images (ties: the first cell in sorted order). Rows without an identity are
+    their own person and never cross; rows with a null group value are ignored.
+    """
+    per: dict[str, dict[tuple[str, ...], int]] = {}
+    for row in rows:
+        ident = row.get(identity_column)
+        if identity_of("", ident).startswith(_NO_IDENTITY):
+            continue
+        values = [row.get(g) for g in groups]
+        if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in values):
+            continue
+        cell = tuple(str(v) for v in values)
+        counts = per.setdefault(str(ident), {})
+        counts[cell] = counts.get(cell, 0) + 1
+    out = {}
+    for ident, counts in sorted(per.items()):
+        if len(counts) > 1:
+            home = min(counts, key=lambda c: (-counts[c], c))
+            out[ident] = (home, sorted(c for c in counts if c != home))
+    return out
