@@ -225,3 +225,32 @@ def test_hub_publish_refuses_while_a_build_holds_the_layout(example_out: Path, t
         with pytest.raises(PublishError, match="is running there"):
             publish(ds, "org/name", dry_run=True)
     assert publish(ds, "org/name", dry_run=True).files  # free again
+
+
+@pytest.mark.timeout(180)
+def test_a_stopped_build_leaves_no_temporary_file_in_the_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fairsets.pipeline import build as build_mod
+    from fairsets.pipeline.build import BuildStopped
+
+    listing = write_candidates(tmp_path / "c", 6)
+    recipe = load_recipe(write_recipe(tmp_path / "r.toml", listing, quota=1, workers=0))
+    out = tmp_path / "o"
+    real = build_mod.run_materialize_task
+    calls = []
+
+    def stopped_mid_shard(spec: dict) -> dict:
+        if calls:  # the second shard: its worker is terminated while it writes (what Ctrl-C does)
+            _temp_for(out / spec["shard"]).write_bytes(b"half a shard")
+            raise BuildStopped(signal.SIGINT)
+        calls.append(spec["shard"])
+        return real(spec)
+
+    monkeypatch.setattr(build_mod, "run_materialize_task", stopped_mid_shard)
+    with pytest.raises(BuildStopped):
+        build(recipe, out)
+    assert calls and [t for t in _temps(out) if not t.startswith(".fairsets/")] == []
+    monkeypatch.setattr(build_mod, "run_materialize_task", real)
+    build(recipe, out)
+    assert verify_layout(out) == []

@@ -181,6 +181,8 @@ def _lock(out: Path, *, force: bool = False) -> Iterator[None]:
         ok = True
     finally:
         try:
+            if not ok and not workers_busy(workdir):  # stopped (Ctrl-C): the workers were terminated
+                _remove_temps(out, workdir)  # mid-write, so what they were writing is garbage
             if not ok and made_work:
                 _remove_if_untouched(out, workdir, made)
         finally:
@@ -196,9 +198,13 @@ def _remove_temps(out: Path, workdir: Path) -> None:
     """
     from ..publish.atomic import remove_temps
 
-    removed = remove_temps(out, skip=(WORKDIR,))
-    for sub in ("markers", "samples", "materialize"):
-        removed += [f"{WORKDIR}/{sub}/{r}" for r in remove_temps(workdir / sub)]
+    try:
+        removed = remove_temps(out, skip=(WORKDIR,))
+        for sub in ("markers", "samples", "materialize"):
+            removed += [f"{WORKDIR}/{sub}/{r}" for r in remove_temps(workdir / sub)]
+    except OSError as exc:  # a courtesy: what is left is removed by the next build, or reported
+        log.warning("could not remove the temporary files of an interrupted build: %s", exc)
+        return
     if removed:
         log.info("removed %d temporary file(s) of an interrupted build: %s", len(removed), removed[:3])
 
