@@ -489,12 +489,15 @@ def _map_shards(
         for shard in shards:
             yield downloader(shard)
         return
-    from ..pipeline.executors import die_with_parent
+    from ..pipeline.executors import die_with_parent, sigint_ignored_by_children
 
     ctx = get_context("spawn")
     n = min(processes, len(shards))
-    # the downloaders end with this process (a killed build leaves none writing)
-    with ctx.Pool(n, initializer=die_with_parent, initargs=(os.getpid(),), maxtasksperchild=5) as pool:
+    # the downloaders end with this process (a killed build leaves none writing) and ignore
+    # Ctrl-C from their start (this process handles it)
+    with sigint_ignored_by_children():
+        pool = ctx.Pool(n, initializer=die_with_parent, initargs=(os.getpid(),), maxtasksperchild=5)
+    with pool:
         yield from pool.imap_unordered(downloader, shards)
 
 

@@ -7,7 +7,8 @@ A task that raises is a bug: the executor finishes the other tasks, then raises
 
 Workers die with their driver. Pool workers ask the kernel for SIGKILL when the driver dies
 (Linux ``PR_SET_PDEATHSIG``) and also watch their parent's pid (every platform); they ignore
-Ctrl-C, which the driver handles by stopping them. Leaving the executor's ``with`` block by an
+Ctrl-C from the moment they exist (:func:`sigint_ignored_by_children`), and the driver handles it
+by stopping them. Leaving the executor's ``with`` block by an
 exception (a signal the build turned into one included) terminates the workers at once instead of
 waiting for their tasks. Every task holds a shared lock on ``OUT/.fairsets/workers.lock`` while it
 runs (:func:`task_lock`), so a new build can tell that a worker of an old one still writes there
@@ -43,6 +44,7 @@ __all__ = [
     "TaskFailed",
     "die_with_parent",
     "get_executor",
+    "sigint_ignored_by_children",
     "task_lock",
     "workers_busy",
 ]
@@ -129,6 +131,35 @@ def die_with_parent(parent: int, ignore_sigint: bool = True) -> None:
     if ignore_sigint:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with(parent)
+
+
+@contextlib.contextmanager
+def sigint_ignored_by_children() -> Iterator[None]:
+    """Start worker processes inside this block: they ignore Ctrl-C from their first instruction.
+
+    A spawned worker imports for a while before its initializer runs; a Ctrl-C (sent to the whole
+    process group) in that window printed the worker's ``KeyboardInterrupt`` traceback. Inside the
+    block SIGINT is ignored (children inherit that across fork and exec, and Python keeps an
+    ignored SIGINT ignored at start-up) and blocked in this thread, so a Ctrl-C meanwhile stays
+    pending and reaches this process once the block restores its handler when no other thread
+    takes it. Keep the block to the workers' starts (each a vfork and exec: milliseconds). Off the
+    main thread (where handlers cannot change) it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    # Only this thread blocks: with other threads running, a Ctrl-C in the block (the milliseconds
+    # the workers' forks take) may be dropped; the next one is not.
+    block = hasattr(signal, "pthread_sigmask")
+    if block:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        if block:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _worker_init(parent: int | None = None) -> None:
@@ -232,8 +263,11 @@ class LocalExecutor(Executor):
                 if on_done:
                     on_done(spec, results[i])  # type: ignore[arg-type]
         else:
-            pool = self._get_pool()
-            pending = {pool.submit(_locked, fn, spec): i for i, spec in enumerate(specs)}
+            first = specs[: self.workers]  # each of the first submits starts a worker
+            with sigint_ignored_by_children():
+                pool = self._get_pool()
+                pending = {pool.submit(_locked, fn, spec): i for i, spec in enumerate(first)}
+            pending |= {pool.submit(_locked, fn, spec): i for i, spec in enumerate(specs) if i >= len(first)}
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
