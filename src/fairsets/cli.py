@@ -120,7 +120,9 @@ def _root(
 @app.command("build")
 def build_cmd(
     recipe: Annotated[Path, typer.Argument(help="Recipe TOML (see builders/).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (the published layout).")],
+    out: Annotated[
+        str, typer.Option("--out", "-o", metavar="<path>", help="Output folder (the published layout).")
+    ],
     executor: Annotated[
         str | None, typer.Option(help="local (default) or ray; overrides the recipe.")
     ] = None,
@@ -161,12 +163,14 @@ def build_cmd(
             progress=Progress(enabled=None if not quiet else False),
             force=force,
         )
-    except (RecipeError, SourceError, BuildError, TaskFailed, MissingDependency, FileNotFoundError) as exc:
+    except BuildError as exc:  # says --force and --out, not force=True
+        _die(exc.cli)
+    except (RecipeError, SourceError, TaskFailed, MissingDependency, FileNotFoundError) as exc:
         _die(exc)
     except BuildStopped as exc:
         _die(str(exc), code=int(exc.code or 1))
     if not quiet:
-        _print_summary(result.summary, out)
+        _print_summary(result.summary, Path(out))
     for w in result.warnings:
         console.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
 

@@ -98,3 +98,58 @@ def test_validate_accepts_a_listing_that_the_prepare_hook_writes(tmp_path: Path)
     (tmp_path / "hook.py").write_text("def make(path):\n    raise SystemExit('validate ran the hook')\n")
     res = runner.invoke(app, ["validate", str(recipe)])
     assert res.exit_code == 0 and res.output.startswith("ok: t:"), res.output
+
+
+@pytest.mark.timeout(60)
+def test_an_empty_out_is_one_line_not_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fairsets.config import load_recipe
+    from fairsets.pipeline.build import BuildError, build
+
+    recipe = write_recipe(tmp_path / "r.toml", write_candidates(tmp_path / "c", 2), workers=0)
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for empty in ("", " "):
+        res = runner.invoke(app, ["build", str(recipe), "--out", empty, "--quiet"])
+        _one_line_error(res, "--out is empty", "--out my-dataset")
+        with pytest.raises(BuildError, match=r"output folder is empty.*as out"):
+            build(load_recipe(recipe), empty)
+    assert list(here.iterdir()) == []
+
+
+@pytest.mark.timeout(60)
+def test_force_is_named_for_its_audience(tmp_path: Path) -> None:
+    from fairsets.config import load_recipe
+    from fairsets.pipeline.build import BuildError, build
+
+    recipe = write_recipe(tmp_path / "r.toml", write_candidates(tmp_path / "c", 2), workers=0)
+    out = tmp_path / "photos"
+    out.mkdir()
+    (out / "holiday.jpg").write_bytes(b"mine")
+    line = _one_line_error(_build(recipe, out), "pass --force to build into it")
+    assert "force=True" not in line
+    with pytest.raises(BuildError) as info:
+        build(load_recipe(recipe), out)
+    assert "pass force=True to build into it" in str(info.value) and "--force" not in str(info.value)
+
+
+@pytest.mark.timeout(60)
+def test_a_read_only_out_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    recipe = write_recipe(tmp_path / "r.toml", write_candidates(tmp_path / "c", 2), workers=0)
+    out = tmp_path / "ro" / "ds"
+    real_mkdir = Path.mkdir
+
+    def read_only(self: Path, *args, **kwargs) -> None:
+        if self == out / ".fairsets":
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+        real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    _one_line_error(
+        _build(recipe, out), "cannot create the output folder", "Read-only file system", "an --out folder"
+    )

@@ -59,7 +59,15 @@ _FILE_COLUMN = "__fairsets_task_file__"
 
 
 class BuildError(RuntimeError):
-    """The build cannot go on (bad input, a failed task, a locked output folder)."""
+    """The build cannot go on (bad input, a failed task, a locked output folder).
+
+    ``str(error)`` speaks to Python callers (``force=True``); ``error.cli`` says the same to a
+    command-line user (``--force``, ``--out``).
+    """
+
+    def __init__(self, message: str, *, cli: str | None = None) -> None:
+        super().__init__(message)
+        self.cli = cli or message
 
 
 @dataclass
@@ -126,9 +134,10 @@ def _check_out(out: Path, force: bool) -> None:
         raise BuildError(f"cannot read the output folder {out}: {exc.strerror or exc}") from None
     if entries:
         shown = ", ".join(entries[:3]) + (", …" if len(entries) > 3 else "")
+        problem = f"the output folder {out} is not empty ({shown}) and is not a fairsets output"
         raise BuildError(
-            f"the output folder {out} is not empty ({shown}) and is not a fairsets output; choose an "
-            "empty or new folder, or pass --force (force=True) to build into it"
+            f"{problem}; choose an empty or new folder, or pass force=True to build into it",
+            cli=f"{problem}; choose an empty or new --out folder, or pass --force to build into it",
         )
 
 
@@ -147,13 +156,21 @@ def _lock(out: Path, *, force: bool = False) -> Iterator[None]:
     try:
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BuildError(f"cannot create the output folder {out}: {exc.strerror or exc}") from None
+        problem = f"cannot create the output folder {out}: {exc.strerror or exc}"
+        raise BuildError(
+            f"{problem}; choose an output folder on a disk you can write to",
+            cli=f"{problem}; choose an --out folder on a disk you can write to",
+        ) from None
     path = workdir / "lock"
     for _ in range(5):
         try:
             fh = open(path, "a")  # noqa: SIM115 - held open for the whole build
         except OSError as exc:
-            raise BuildError(f"cannot open the lock file {path}: {exc.strerror or exc}") from None
+            problem = f"cannot open the lock file {path}: {exc.strerror or exc}"
+            raise BuildError(
+                f"{problem}; choose an output folder on a disk you can write to",
+                cli=f"{problem}; choose an --out folder on a disk you can write to",
+            ) from None
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -245,6 +262,11 @@ def build(
     ``out`` must be new, empty or an earlier fairsets output (``force`` allows any folder).
     Raises :class:`BuildError` (bad input, a locked folder) and :class:`BuildStopped` (a signal).
     """
+    if not str(out).strip():  # Path("") is the current folder: never what was meant
+        raise BuildError(
+            "the output folder is empty (''); pass the path of a new or empty folder as out",
+            cli="--out is empty (''); pass the path of a new or empty folder, e.g. --out my-dataset",
+        )
     out = Path(out)
     workdir = out / WORKDIR
     progress = progress or Progress(enabled=False)
