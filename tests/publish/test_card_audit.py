@@ -251,3 +251,28 @@ def test_section_escapes_text(dataset: Path) -> None:
     assert first.startswith("<!-- fairsets:audit:") and first.endswith(" start -->")
     assert "--x" not in first[4:-3] and "<y>" not in first
     assert last == first.replace(" start -->", " end -->")
+
+
+def test_an_audit_that_is_not_an_audit_folder_says_what_audit_must_be(dataset: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fairsets.cli import app
+
+    toml = tmp_path / "some-file.toml"
+    toml.write_text("x = 1\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    expected = "must be the folder written by `fairsets audit vlm --out`"
+    for target, problem in (
+        (toml, "is a file, not an audit folder"),
+        (tmp_path / "missing", "no such folder"),
+        (empty, "holds no audit.json"),
+    ):
+        with pytest.raises(FileNotFoundError) as info:
+            update_card(dataset, target)
+        assert problem in str(info.value) and expected in str(info.value)
+        assert f"{target}/audit.json" not in str(info.value)
+        res = CliRunner().invoke(app, ["card", "update", str(dataset), "--audit", str(target)])
+        lines = [line for line in res.output.splitlines() if line.strip()]
+        assert res.exit_code == 2 and len(lines) == 1, res.output
+        assert problem in lines[0] and expected in lines[0], lines[0]

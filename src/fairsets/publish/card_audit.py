@@ -112,10 +112,19 @@ def load_audit(audit_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """
     from fairsets.audit.report import check_audit
 
-    path = Path(audit_dir) / AUDIT_FILE
+    folder = Path(audit_dir)
+    path = folder / AUDIT_FILE
+    expected = (
+        f"the audit folder must be the folder written by `fairsets audit vlm --out` (it holds {AUDIT_FILE})"
+    )
+    if folder.is_file():
+        raise FileNotFoundError(f"{folder} is a file, not an audit folder; {expected}")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such folder; {expected}")
     if not path.is_file():
         raise FileNotFoundError(
-            f"{path}: no audit found (run `fairsets audit vlm` with this output directory)"
+            f"{folder} holds no {AUDIT_FILE}, so it is not an audit folder; {expected}, "
+            f"e.g. `fairsets audit vlm DATASET --out {folder}`"
         )
     try:
         audit = json.loads(path.read_text(encoding="utf-8"))
