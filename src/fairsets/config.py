@@ -122,6 +122,12 @@ class DownloadConfig(_Strict):
     allow_loopback: bool = Field(default=False, description="allow URLs on 127.0.0.0/8 and ::1 (tests)")
     allow_private: bool = Field(default=False, description="allow private and link-local addresses")
     max_bytes: int = Field(default=20_000_000, ge=1, description="largest accepted download")
+    max_pixels: int | None = Field(
+        default=None,
+        ge=1,
+        description="largest accepted downloaded image in pixels, from its header before decoding "
+        "(default: the decode step's max_pixels, else 40 000 000)",
+    )
     timeout: float = Field(default=20.0, gt=0, description="seconds per socket operation (connect, one read)")
     deadline: float = Field(
         default=60.0, gt=0, description="wall-clock seconds for one download (redirects, headers, body)"

@@ -27,6 +27,20 @@ __all__ = ["download_phase", "fetch_policy"]
 log = logging.getLogger(__name__)
 
 
+#: A download's pixel cap when neither ``[download] max_pixels`` nor the decode step sets one.
+DEFAULT_MAX_PIXELS = 40_000_000
+
+
+def download_max_pixels(recipe: Any) -> int:
+    """``[download] max_pixels``, else the decode step's ``max_pixels``, else 40 MP."""
+    if recipe.download.max_pixels is not None:
+        return int(recipe.download.max_pixels)
+    for step in recipe.steps:
+        if step.name == "decode" and step.params().get("max_pixels") is not None:
+            return int(step.params()["max_pixels"])
+    return DEFAULT_MAX_PIXELS
+
+
 def fetch_policy(recipe: Any) -> Any:
     from ..fetch.guard import FetchPolicy
 
@@ -35,6 +49,7 @@ def fetch_policy(recipe: Any) -> Any:
         allow_loopback=cfg.allow_loopback,
         allow_private=cfg.allow_private,
         max_bytes=cfg.max_bytes,
+        max_pixels=download_max_pixels(recipe),
         timeout=cfg.timeout,
         deadline=cfg.deadline,
         min_rate=cfg.min_rate,
