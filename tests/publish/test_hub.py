@@ -440,3 +440,28 @@ def test_hub_pattern_matching_selects_exactly_the_plan(copy: Path) -> None:
     assert sorted(kept) == plan
     hidden_only = filter_repo_objects(on_disk, ignore_patterns=list(IGNORE_PATTERNS))
     assert sorted(hidden_only) == plan
+
+
+def test_a_huge_hostile_hub_error_is_cut_to_one_short_line_without_the_token(
+    copy: Path, secret_env: str, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from types import SimpleNamespace
+
+    from huggingface_hub.errors import HfHubHTTPError
+
+    other = "hf_" + "Q" * 34  # another token echoed back, and ours cut by the server
+    body = (
+        f"500 oops {secret_env}\r\n\x1b[31mred\x1b[0m\x07 {other} {secret_env[:-3]}{'A' * 40} "
+        + "junk\n" * 400_000
+        + f" tail {secret_env}"
+    )
+    response = SimpleNamespace(status_code=500, headers={}, request=None)
+    api = RecordingApi(fail={"create_repo": HfHubHTTPError(body, response=response)})
+    with pytest.raises(PublishError) as info:
+        publish(copy, REPO, api=api)
+    msg = str(info.value)
+    assert len(msg) < 700 and "\n" not in msg and "\r" not in msg, msg[:1000]
+    assert all(c.isprintable() for c in msg), repr(msg)
+    assert "create_repo failed" in msg and "500 oops" in msg and "characters in all" in msg
+    assert secret_env not in msg and other not in msg and secret_env[:12] not in msg
+    _assert_no_secret(secret_env, caplog, capsys, repr(info.value), folder=copy)

@@ -295,12 +295,28 @@ def _hub_error_types() -> tuple[type[BaseException], ...]:
     return tuple(dict.fromkeys(types))
 
 
+#: The most characters of a Hub error's text shown: a hostile or broken Hub may answer megabytes.
+MAX_ERROR_CHARS = 500
+#: Anything shaped like a Hugging Face token (another one than ours, or ours cut short, echoed back).
+_TOKEN_LIKE = re.compile(r"hf_[A-Za-z0-9_]{20,}")
+
+
 def _describe(e: BaseException, token: str | None) -> str:
-    """A one-line, token-free description of a Hub error (with the HTTP status when known)."""
+    """A one-line, token-free, short description of a Hub error (with the HTTP status when known).
+
+    The token is scrubbed from the whole text first (so that cutting cannot leave part of it),
+    then the text is made one printable line and cut to :data:`MAX_ERROR_CHARS` characters.
+    """
     status = getattr(getattr(e, "response", None), "status_code", None)
-    text = " ".join(str(e).split()) or type(e).__name__
+    full = _TOKEN_LIKE.sub("***", _scrub(str(e), token))
+    if token and len(token) >= 16:  # the token's start, echoed cut short or run into other text
+        full = re.sub(re.escape(token[:10]) + r"[A-Za-z0-9_-]*", "***", full)
+    head = full[: 4 * MAX_ERROR_CHARS]  # whitespace runs shrink below; never walk megabytes
+    text = " ".join("".join(c if c.isprintable() else " " for c in head).split()) or type(e).__name__
+    if len(text) > MAX_ERROR_CHARS or len(full) > len(head):
+        text = f"{text[:MAX_ERROR_CHARS].rstrip()}… (cut; {len(full)} characters in all)"
     prefix = f"HTTP {status}: " if isinstance(status, int) and str(status) not in text else ""
-    return _scrub(f"{type(e).__name__}: {prefix}{text}", token)
+    return f"{type(e).__name__}: {prefix}{text}"
 
 
 def _call(api: Any, name: str, token: str | None, **kwargs: Any) -> Any:
