@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -74,15 +75,32 @@ def public_path(value: str | Path, root: Path) -> str:
     A path outside ``root`` (absolute elsewhere, or escaping with ``..``) is published as
     ``external/<hash>/<file name>``: the hash (12 hex digits of the SHA-256 of the absolute,
     normalised path) keeps it unique and stable for the same files, the name keeps it readable.
-    Purely lexical: the file system is not consulted (symlinks are not resolved).
+    Purely lexical: the file system is not consulted (symlinks are not resolved). A ``~user``
+    that names no user stays as written (a file ``~x.jpg`` is that file).
+
+    String operations only (a listing calls it once per row): the same results as the pathlib
+    form ``Path(os.path.abspath(root / Path(value).expanduser())).relative_to(os.path.abspath(root))``
+    (tests/sources/test_public_path.py checks that on many generated paths).
     """
-    given = Path(value).expanduser()
-    full = Path(os.path.abspath(given if given.is_absolute() else root / given))
-    try:
-        return full.relative_to(os.path.abspath(root)).as_posix()
-    except ValueError:
-        digest = hashlib.sha256(full.as_posix().encode()).hexdigest()[:12]
-        return f"external/{digest}/{full.name}"
+    given = os.fspath(value)
+    if given[:1] == "~":
+        given = os.path.expanduser(given)
+    full = os.path.abspath(given if given[:1] == "/" else os.path.join(os.fspath(root), given))
+    base = os.fspath(root)
+    base = _abspath_of_absolute(base) if base[:1] == "/" else os.path.abspath(base)  # cwd may change
+    if full == base:
+        return "."
+    prefix = base if base.endswith("/") else base + "/"
+    # "//" is a root of its own (POSIX keeps exactly two leading slashes): "//a" is not under "/"
+    if full.startswith(prefix) and (full[:2] == "//") == (base[:2] == "//"):
+        return full[len(prefix) :]
+    digest = hashlib.sha256(full.encode()).hexdigest()[:12]
+    return f"external/{digest}/{full.rpartition('/')[2]}"
+
+
+@functools.lru_cache(maxsize=64)
+def _abspath_of_absolute(root: str) -> str:
+    return os.path.abspath(root)
 
 
 _LOCAL_PATH = re.compile(r"^(/|~|\.\./|[A-Za-z]:[\\/])")
