@@ -439,3 +439,29 @@ def test_a_fifo_urls_listing_is_named_as_such(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "u.csv")
     with pytest.raises(SourceError, match=r"u\.csv is not a regular file"):
         build_source("urls", {"path": "u.csv"}, tmp_path, ["state", "gender"]).scan()
+
+
+def test_folder_paths_are_used_exactly_as_found(tmp_path: Path) -> None:
+    """Names with surrounding spaces or a leading ``~`` are read from the folder, never elsewhere."""
+    root = tmp_path / "imgs"
+    (root / "~root").mkdir(parents=True)
+    names = {" lead.jpg": b"lead", "tail .jpg": b"tail", "~nosuchuser.jpg": b"tilde", "~root/x.jpg": b"home"}
+    for name, data in names.items():
+        (root / name).write_bytes(data)
+    (root / "lead.jpg").write_bytes(b"other")  # what a stripped " lead.jpg" would read instead
+    src = make(tmp_path, path="imgs", defaults={"license": "CC0-1.0", "state": "Goa", "gender": "male"})
+    rows = src.scan()
+    got = {r["source_path"]: src.read(r) for r in rows}
+    assert got == names | {"lead.jpg": b"other"}
+    assert len({r["key"] for r in rows}) == len(rows)
+
+
+def test_listing_values_are_stripped_and_a_tilde_name_does_not_crash(tmp_path: Path) -> None:
+    (tmp_path / "a.jpg").write_bytes(b"a")
+    (tmp_path / "~nosuchuser.jpg").write_bytes(b"t")
+    (tmp_path / "list.csv").write_text(
+        "path,state,gender,license\n a.jpg ,Goa,male,CC0-1.0\n~nosuchuser.jpg,Goa,male,CC0-1.0\n"
+    )
+    src = make(tmp_path, path="list.csv")
+    rows = src.scan()
+    assert {r["source_path"]: src.read(r) for r in rows} == {"a.jpg": b"a", "~nosuchuser.jpg": b"t"}

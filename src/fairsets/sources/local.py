@@ -20,7 +20,10 @@ an image outside that folder is published as ``external/<hash>/<file name>``
 
 Folder: every image file under it (recursively, sorted); group attributes come from the
 sub-folder names through ``layout`` (``layout = "{state}/{gender}"``) and the rest from
-``defaults``.
+``defaults``. A scanned file's path is used exactly as found (a name that starts or ends with a
+space, or starts with ``~``, included). In a listing, every value is stripped of surrounding
+whitespace, the image path too (``" a.jpg"`` is ``a.jpg``), and a path starting with ``~`` is
+expanded as in a shell (``~/a.jpg``): list such a file through a folder source, or rename it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import csv
 import importlib.util
 import io
 import json
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -375,7 +379,7 @@ def published_path(value: str, root: Path) -> tuple[Path, str]:
     absolute); what is published is :func:`~fairsets.sources.base.public_path`: relative to
     ``root`` when inside it, else ``external/<hash>/<file name>`` — never the curator's file system.
     """
-    given = Path(value).expanduser()
+    given = Path(os.path.expanduser(value))  # "~nosuchuser.jpg" stays itself (Path.expanduser raises)
     return (given if given.is_absolute() else root / given), public_path(value, root)
 
 
@@ -425,6 +429,7 @@ class LocalSource(Source):
         loc = self.location
         if loc.is_dir():
             rows, root = self._scan_folder(loc), loc
+            return self._normalise(rows, root, exact_paths=True)
         elif loc.exists():  # read_listing refuses what is not a regular file (a FIFO would hang)
             rows, root = read_listing(loc, self.params.max_listing_rows), loc.parent
         elif loc.is_symlink():  # a link whose target is missing, or a loop of links
@@ -486,7 +491,11 @@ class LocalSource(Source):
         return re.compile(f"^{rx}$")
 
     # -- normalisation ----------------------------------------------------------------------
-    def _normalise(self, rows: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
+    def _normalise(
+        self, rows: list[dict[str, Any]], root: Path, exact_paths: bool = False
+    ) -> list[dict[str, Any]]:
+        """Rows as candidates. ``exact_paths``: the image paths come from a folder scan (relative,
+        normalised) and are used exactly as found: not stripped, not ``~``-expanded."""
         p = self.params
         theirs = {ours: col for ours, col in p.rename.items()}
         required = [p.image_column, *self.groups, "license"]
@@ -497,10 +506,11 @@ class LocalSource(Source):
             def get(name: str, raw: dict[str, Any] = raw) -> Any:
                 return listing_value(raw, name, theirs, p.defaults)
 
-            img = get(p.image_column)
+            img = raw[p.image_column] if exact_paths else get(p.image_column)
             if not img:
                 raise SourceError(f"source {self.location}: row {i + 1} has an empty {p.image_column!r}")
-            path, rel = published_path(str(img), root)
+            # a scanned file is read where it was found (" a.jpg", "~user/a.jpg" included)
+            path, rel = (root / img, img) if exact_paths else published_path(str(img), root)
             key = make_key("local", rel)
             if key in seen:
                 raise SourceError(f"source {self.location}: image {rel!r} is listed twice")
