@@ -440,3 +440,17 @@ def test_serpapi_result_texts_are_one_short_line() -> None:
     row = _serp(json_response({"images_results": [item]}))[0]
     assert row["title"].startswith("a Injected: b ttt") and len(row["title"]) == MAX_TEXT_CHARS
     assert row["tag"] == "x y"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("status", [200, 400, 503])
+def test_serpapi_huge_error_text_is_one_short_line(status: int) -> None:
+    from fairsets.sources.serpapi import SerpApiError
+
+    error = f"quota\r\n\x1b[2J gone for {SERP_KEY} " + "blah\n" * 200_000 + SERP_KEY
+    body = json.dumps({"error": error}).encode()
+    with pytest.raises(SerpApiError) as info:
+        _serp(Response(status, {"Content-Type": "application/json"}, body))
+    msg = str(info.value)
+    assert len(msg) < 800 and "\n" not in msg and all(c.isprintable() for c in msg), msg[:1000]
+    assert "quota" in msg and "characters in all" in msg and SERP_KEY not in msg

@@ -106,6 +106,19 @@ def api_key_from_env(var: str = "SERPAPI_API_KEY") -> str:
     return key
 
 
+_MAX_ERROR_CHARS = 500
+
+
+def _short(text: str) -> str:
+    """An answer's error text as one printable line, cut to 500 characters (a hostile server may
+    send megabytes, line breaks or terminal escapes); scrub the key before cutting."""
+    head = text[: 4 * _MAX_ERROR_CHARS]
+    line = " ".join("".join(c if c.isprintable() else " " for c in head).split())
+    if len(line) > _MAX_ERROR_CHARS or len(text) > len(head):
+        line = f"{line[:_MAX_ERROR_CHARS].rstrip()}… (cut; {len(text)} characters in all)"
+    return line
+
+
 def _scrub(text: str, key: str) -> str:
     """``text`` without ``key``: as given, URL-encoded as requests sends it (a key with ``/``, ``+``
     or ``&`` appears only encoded in requests' messages), and any ``api_key=`` URL parameter."""
@@ -205,13 +218,14 @@ def _request_page(
             data = {"error": str(exc)}
         if not isinstance(data, dict):
             data = {"error": f"unexpected JSON value: {text[:200]!r}"}
-        error = str(data.get("error") or "")
+        full_error = str(data.get("error") or "")
+        error = _short(full_error)  # the server's text: one printable line of at most 500 characters
         if resp.status_code in policy.statuses:
             raise HttpStatusError(resp.status_code, resp.headers.get("Retry-After"), endpoint, error)
         if resp.status_code != 200:
             detail = error or repr(text[:200])
             raise SerpApiError(f"SerpAPI answered HTTP {resp.status_code}: {detail}")
-        if error and _NO_RESULTS not in error:
+        if full_error and _NO_RESULTS not in full_error:
             raise SerpApiError(f"SerpAPI error: {error}")
         return data
 
