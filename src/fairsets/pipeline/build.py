@@ -264,8 +264,8 @@ def build(
     """
     if not str(out).strip():  # Path("") is the current folder: never what was meant
         raise BuildError(
-            "the output folder is empty (''); pass the path of a new or empty folder as out",
-            cli="--out is empty (''); pass the path of a new or empty folder, e.g. --out my-dataset",
+            f"the output folder is empty ({str(out)!r}); pass the path of a new or empty folder as out",
+            cli=f"--out is empty ({str(out)!r}); pass a new or empty folder, e.g. --out my-dataset",
         )
     out = Path(out)
     workdir = out / WORKDIR
