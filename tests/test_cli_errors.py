@@ -575,3 +575,26 @@ def test_unreachable_hosts_are_not_retried_but_drops_are() -> None:
     assert isinstance(chained.__context__, urllib.error.URLError)
     assert unreachable(chained)  # found through the exception chain and URLError.reason
     assert not unreachable(ConnectionResetError(104, "reset"))
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["build", "r.toml", "--out", ""], "--out is empty"),
+        (["audit", "vlm", "ds", "--model", "ViT-B-32", "--out", ""], "--out is empty"),
+        (["geo", "analyze", "p.parquet", "--out="], "--out is empty"),
+        (["geo", "profile", "c.txt", "--out", "   "], "--out is empty"),
+        (["validate", ""], "an argument is empty"),
+    ],
+)
+def test_blank_values_are_refused_not_read_as_the_current_folder(
+    args: list[str],
+    needle: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(args, capsys)
+    assert_one_line_error(code, err, needle)
+    assert list(tmp_path.iterdir()) == []  # nothing written into the current folder

@@ -32,6 +32,11 @@ class FairsetsApp(typer.Typer):
         if kwargs.get("standalone_mode", True) is False:  # the caller handles click's exceptions
             return super().__call__(*args, **kwargs)
         kwargs["standalone_mode"] = False  # so a usage error reaches us, not typer's boxed panel
+        argv = kwargs.get("args", args[0] if args else None)
+        try:
+            _refuse_blank_values(list(sys.argv[1:] if argv is None else argv))
+        except typer.Exit as exc:
+            sys.exit(exc.exit_code)
         try:
             rv = super().__call__(*args, **kwargs)
         except (SystemExit, KeyboardInterrupt):
@@ -48,6 +53,20 @@ class FairsetsApp(typer.Typer):
             report_unexpected(exc)
         # standalone_mode=False returns the exit code of a typer.Exit, else the command's value
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+def _refuse_blank_values(argv: list[str]) -> None:
+    """An empty or blank value (``--out ""``) is one line, exit 2: click would read it as the
+    current folder for a path option, and no fairsets option or argument means anything blank."""
+    for i, tok in enumerate(argv):
+        if tok.strip():
+            if tok.startswith("--") and "=" in tok and not tok.split("=", 1)[1].strip():
+                name = tok.split("=", 1)[0]
+                die(f"{name} is empty: give it a value (see: fairsets COMMAND --help)")
+            continue
+        prev = argv[i - 1] if i else ""
+        what = prev if prev.startswith("-") and "=" not in prev else "an argument"
+        die(f"{what} is empty: give it a value (see: fairsets COMMAND --help)")
 
 
 def _click_exceptions() -> tuple[tuple[type[BaseException], ...], ...]:
