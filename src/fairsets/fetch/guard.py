@@ -602,8 +602,12 @@ def _host(req: urllib.request.Request) -> str:
     return urllib.parse.urlsplit(req.full_url).hostname or req.host
 
 
-class _GuardedHTTPConnection(http.client.HTTPConnection):
-    # checked=False (metered_handlers): the clock only, for endpoints the curator configured
+class _Guarded:
+    """The guard and the clock of one connection, mixed into http.client's connection classes.
+
+    ``checked=False`` (metered_handlers): the clock only, for endpoints the curator configured.
+    """
+
     def __init__(
         self,
         *args: Any,
@@ -618,28 +622,18 @@ class _GuardedHTTPConnection(http.client.HTTPConnection):
         self._clock = clock or _Clock(policy)
 
     def connect(self) -> None:
-        _metered_connect(self, self._clock, super().connect)
+        _metered_connect(self, self._clock, super().connect)  # type: ignore[misc]
 
 
-class _GuardedHTTPSConnection(http.client.HTTPSConnection):
+class _GuardedHTTPConnection(_Guarded, http.client.HTTPConnection):
+    pass
+
+
+class _GuardedHTTPSConnection(_Guarded, http.client.HTTPSConnection):
     # HTTPSConnection.connect() calls HTTPConnection.connect() (which uses _create_connection)
     # and then wraps the socket with server_hostname=self.host: SNI and certificate checks keep the name.
     # The socket's timeout (cut to the time left) bounds the whole TLS handshake, not each read.
-    def __init__(
-        self,
-        *args: Any,
-        policy: FetchPolicy,
-        clock: _Clock | None = None,
-        checked: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        if checked:
-            self._create_connection = functools.partial(_connect_checked, policy=policy)
-        self._clock = clock or _Clock(policy)
-
-    def connect(self) -> None:
-        _metered_connect(self, self._clock, super().connect)
+    pass
 
 
 def _clock_of(req: urllib.request.Request) -> _Clock | None:
