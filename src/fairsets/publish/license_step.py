@@ -22,7 +22,8 @@ from typing import Any
 from ..data import Sample
 from ..pipeline.step import Step, StepContext, StepParams
 from ..registry import STEPS
-from .attribution import RESTRICTING_PREFIX, license_decision, load_policy, parse_license
+from .attribution import license_decision, load_policy
+from .license_text import RESTRICTING_PREFIX, parse_license
 
 __all__ = ["LicenseStep"]
 

@@ -45,7 +45,8 @@ from typing import Any
 from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, cached_json, loads_json, read_capped
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, user_agent
-from ..publish.attribution import RESTRICTING_PREFIX, normalise_license, parse_license, strip_html
+from ..publish.attribution import strip_html
+from ..publish.license_text import RESTRICTING_PREFIX, normalise_license, parse_license
 
 __all__ = [
     "COMMONS_API",

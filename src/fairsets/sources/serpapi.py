@@ -54,7 +54,7 @@ from ..data import make_key
 from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, cached_json, loads_json, read_capped
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, unreachable
-from ..publish.attribution import normalise_license
+from ..publish.license_text import normalise_license
 
 __all__ = [
     "DEFAULT_BACKEND",
