@@ -198,6 +198,7 @@ def test_policy_and_recipe_fields() -> None:
 
     class _Recipe:
         download = DownloadConfig(deadline=7.5, min_rate=0, rate_grace=3)
+        steps: list = []  # noqa: RUF012
 
     policy = fetch_policy(_Recipe())
     assert (policy.deadline, policy.min_rate, policy.rate_grace) == (7.5, 0, 3)
