@@ -598,3 +598,19 @@ def test_blank_values_are_refused_not_read_as_the_current_folder(
     code, _, err = run_cli(args, capsys)
     assert_one_line_error(code, err, needle)
     assert list(tmp_path.iterdir()) == []  # nothing written into the current folder
+
+
+def test_the_cli_runs_without_the_click_package(tmp_path: Path) -> None:
+    """typer >= 0.24 ships its own click and no longer installs click: a core install has none."""
+    code = (
+        "import sys; sys.modules['click'] = None\n"
+        "sys.argv = ['fairsets', 'validate', sys.argv[1]]\n"
+        "from fairsets.cli import main; main()\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "missing.toml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert_one_line_error(res.returncode, res.stderr, "missing.toml")

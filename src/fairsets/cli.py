@@ -71,15 +71,14 @@ def _refuse_blank_values(argv: list[str]) -> None:
 
 def _click_exceptions() -> tuple[tuple[type[BaseException], ...], ...]:
     """(no-args-is-help, usage/click errors, abort) of click and of the copy typer vendors."""
-    import click
+    import contextlib
+    import importlib
 
-    mods: list[Any] = [click]
-    try:
-        from typer import _click as vendored  # typer >= 0.24 ships its own click
-
-        mods.append(vendored)
-    except ImportError:  # pragma: no cover - an older typer uses click itself
-        pass
+    mods: list[Any] = []
+    # typer >= 0.24 ships its own click (and no longer installs click); an older typer uses click
+    for name in ("typer._click", "click"):
+        with contextlib.suppress(ImportError):
+            mods.append(importlib.import_module(name))
 
     def found(name: str) -> tuple[type[BaseException], ...]:
         kinds = (getattr(m.exceptions, name, None) or getattr(m, name, None) for m in mods)
