@@ -491,6 +491,22 @@ def test_known_error_types_get_their_fix(
     code, _, err = run_cli(["steps"], capsys)
     assert_one_line_error(code, err, "/data/x.csv: No such file or directory; check the path")
 
+    def extra_missing() -> None:
+        raise ImportError("the wikidata source needs SPARQLWrapper: pip install 'fairsets[fetch]'")
+
+    monkeypatch.setattr(fairsets.config, "_import_components", extra_missing)
+    code, _, err = run_cli(["steps"], capsys)
+    line = assert_one_line_error(code, err, "pip install 'fairsets[fetch]'")
+    assert "please report it" not in line and "ImportError" not in line
+
+    def module_missing() -> None:
+        raise ModuleNotFoundError("No module named 'yaml'", name="yaml")
+
+    monkeypatch.setattr(fairsets.config, "_import_components", module_missing)
+    code, _, err = run_cli(["steps"], capsys)
+    line = assert_one_line_error(code, err, "'yaml' is not installed", "fairsets[all]")
+    assert "please report it" not in line
+
 
 @pytest.mark.timeout(60)
 def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

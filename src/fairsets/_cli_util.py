@@ -90,6 +90,14 @@ def explain(exc: BaseException) -> str | None:
         return msg  # written as problem + fix already
     if type(exc).__module__.startswith("fairsets.") and str(exc).strip():
         return msg  # fairsets' own error types (LLMServiceError, CommonsError, ...) say what to do
+    if isinstance(exc, ImportError):  # an optional dependency that is not installed
+        if "pip install" in msg:
+            return msg  # our own import errors name the extra
+        missing = getattr(exc, "name", None) or msg
+        return (
+            f"the Python module {missing!r} is not installed; install the extra this command needs "
+            "(README, 'Extras'), or pip install 'fairsets[all]'"
+        )
     if isinstance(exc, HttpStatusError):
         return f"{msg} ({_NETWORK_HINT})"
     if isinstance(exc, (urllib.error.URLError, socket.gaierror, ConnectionError, TimeoutError)):
