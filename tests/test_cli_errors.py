@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from fairsets.cli import app
+from cli_helpers import assert_one_line_error, run_cli
 
 pytestmark = pytest.mark.usefixtures("no_egress")
 
@@ -30,27 +30,6 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run ``fairsets ARGS`` through the entry point; (exit code, stdout, stderr)."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as info:
-        app(args=[str(a) for a in args], prog_name="fairsets")
-    out = capsys.readouterr()
-    code = info.value.code
-    return (0 if code is None else int(code)), out.out, out.err
-
-
-def assert_one_line_error(code: int, err: str, *needles: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert code == 2, err
-    assert "Traceback" not in err, err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: "), err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture

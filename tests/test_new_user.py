@@ -13,29 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from fairsets.cli import app
+from cli_helpers import assert_one_line_error, run_cli
 from helpers import write_candidates, write_recipe
 
 pytestmark = pytest.mark.usefixtures("no_egress")
 
 
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as info:
-        app(args=[str(a) for a in args], prog_name="fairsets")
-    out = capsys.readouterr()
-    code = info.value.code
-    return (0 if code is None else int(code)), out.out, out.err
-
-
 def one_line_error(code: int, err: str, *needles: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert code == 2, err
-    assert "Traceback" not in err and "please report it" not in err, err
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
+    line = assert_one_line_error(code, err, *needles)
+    assert "please report it" not in line, line  # a user's mistake, not a bug
+    return line
 
 
 @pytest.fixture
