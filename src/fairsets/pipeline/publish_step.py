@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from .. import __version__
+from ..short_text import clip
 
 __all__ = ["PACKAGES", "publish_layout"]
 
@@ -270,8 +271,7 @@ def nothing_published(candidates: int, rejects: list[dict[str, Any]], out: Path)
 
 
 def _short(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(" ".join(text.split()), limit)
 
 
 def _step(steps: list[Any], name: str) -> Any:

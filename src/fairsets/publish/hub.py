@@ -38,6 +38,7 @@ from urllib.parse import quote
 
 from fairsets.publish.atomic import LayoutBusy, layout_lock, sha256_file
 from fairsets.publish.manifest import MANIFEST, verify_layout
+from fairsets.short_text import printable_line
 
 __all__ = [
     "IGNORE_PATTERNS",
@@ -311,10 +312,7 @@ def _describe(e: BaseException, token: str | None) -> str:
     full = _TOKEN_LIKE.sub("***", _scrub(str(e), token))
     if token and len(token) >= 16:  # the token's start, echoed cut short or run into other text
         full = re.sub(re.escape(token[:10]) + r"[A-Za-z0-9_-]*", "***", full)
-    head = full[: 4 * MAX_ERROR_CHARS]  # whitespace runs shrink below; never walk megabytes
-    text = " ".join("".join(c if c.isprintable() else " " for c in head).split()) or type(e).__name__
-    if len(text) > MAX_ERROR_CHARS or len(full) > len(head):
-        text = f"{text[:MAX_ERROR_CHARS].rstrip()}… (cut; {len(full)} characters in all)"
+    text = printable_line(full, MAX_ERROR_CHARS, empty=type(e).__name__)
     prefix = f"HTTP {status}: " if isinstance(status, int) and str(status) not in text else ""
     return f"{type(e).__name__}: {prefix}{text}"
 

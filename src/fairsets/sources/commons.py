@@ -47,6 +47,7 @@ from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, user_agent
 from ..publish.attribution import strip_html
 from ..publish.license_text import RESTRICTING_PREFIX, normalise_license, parse_license
+from ..short_text import clip
 
 __all__ = [
     "COMMONS_API",
@@ -208,8 +209,7 @@ def _text(html_value: str) -> str:
 
     A longer text is cut and ends with ``…``, so a cut licence name is never read as a licence.
     """
-    text = strip_html(html_value)
-    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+    return clip(strip_html(html_value), MAX_TEXT_CHARS)
 
 
 def _int(value: Any) -> int | None:

@@ -55,6 +55,7 @@ from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, cached_json, loads_json
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, unreachable
 from ..publish.license_text import normalise_license
+from ..short_text import clip, printable_line
 
 __all__ = [
     "DEFAULT_BACKEND",
@@ -112,11 +113,7 @@ _MAX_ERROR_CHARS = 500
 def _short(text: str) -> str:
     """An answer's error text as one printable line, cut to 500 characters (a hostile server may
     send megabytes, line breaks or terminal escapes); scrub the key before cutting."""
-    head = text[: 4 * _MAX_ERROR_CHARS]
-    line = " ".join("".join(c if c.isprintable() else " " for c in head).split())
-    if len(line) > _MAX_ERROR_CHARS or len(text) > len(head):
-        line = f"{line[:_MAX_ERROR_CHARS].rstrip()}… (cut; {len(text)} characters in all)"
-    return line
+    return printable_line(text, _MAX_ERROR_CHARS)
 
 
 def _scrub(text: str, key: str) -> str:
@@ -265,8 +262,7 @@ MAX_TEXT_CHARS = 1000  # a result's title, site name or tag (Google's are far sh
 
 def _text(value: Any) -> str:
     """A text field of a result on one line, at most :data:`MAX_TEXT_CHARS` characters (cut with ``…``)."""
-    text = " ".join(value.split()) if isinstance(value, str) else ""
-    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+    return clip(" ".join(value.split()), MAX_TEXT_CHARS) if isinstance(value, str) else ""
 
 
 def _row(item: Mapping[str, Any], query: str, licenses: str | None) -> dict[str, Any]:

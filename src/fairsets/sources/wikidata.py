@@ -84,6 +84,7 @@ import pyarrow as pa
 from ..fetch.answers import BadAnswer, loads_json, read_capped_stream
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, user_agent
+from ..short_text import clip
 from ..textfile import read_text
 
 __all__ = [
@@ -468,8 +469,7 @@ _LABEL_JUNK = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2
 def clean_label(text: str) -> str:
     """A label as one line: control and bidi-override characters and runs of white space become one
     space, and more than :data:`MAX_LABEL_CHARS` characters are cut (with ``…``)."""
-    text = " ".join(_LABEL_JUNK.sub(" ", text).split())
-    return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + "…"
+    return clip(" ".join(_LABEL_JUNK.sub(" ", text).split()), MAX_LABEL_CHARS)
 
 
 def _rows_of(bindings: list[dict[str, Any]], state: State, gender: str, association: str) -> list[dict]:
