@@ -74,15 +74,15 @@ def floor_one(data: bytes) -> bytes:
 
 def build_chain(with_detector: bool) -> list:
     import fairsets.vision  # noqa: F401
-    from fairsets.pipeline.step import build_step
+    from fairsets.core.step import build_step
 
     names = CHAIN if with_detector else [n for n in CHAIN if n != "detect_face"]
     return [build_step(n, {}) for n in names]
 
 
 def run_chain(steps: list, data: bytes, fixed_box: bool):
-    from fairsets.data import Sample
-    from fairsets.pipeline.step import StepContext
+    from fairsets.core.data import Sample
+    from fairsets.core.step import StepContext
 
     ctx = StepContext()
     s = Sample(key="k", data=data)

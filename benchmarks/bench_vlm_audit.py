@@ -89,9 +89,9 @@ def main() -> None:
     torch.set_num_threads(1)
     from fairsets.audit.dataset import open_dataset
     from fairsets.audit.vlm import run_vlm_audit, write_audit
+    from fairsets.core.progress import Progress
     from fairsets.debias.transform import fit_transform
     from fairsets.models import load_vlm
-    from fairsets.pipeline.progress import Progress
 
     vlm = load_vlm("ViT-B-32", "none")
     n = args.groups * args.per_group

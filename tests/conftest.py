@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def example_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The offline example, built once per session."""
-    from fairsets.config import load_recipe
     from fairsets.pipeline.build import build
+    from fairsets.pipeline.config import load_recipe
 
     out = tmp_path_factory.mktemp("example") / "out"
     build(load_recipe(ROOT / "builders" / "example.toml"), out)
@@ -39,8 +39,8 @@ def two_state_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import csv
     import importlib.util
 
-    from fairsets.config import parse_recipe, tomllib
     from fairsets.pipeline.build import build
+    from fairsets.pipeline.config import parse_recipe, tomllib
 
     base = tmp_path_factory.mktemp("two-state")
     spec = importlib.util.spec_from_file_location("fairsets_example_hook", ROOT / "builders" / "example.py")

@@ -428,12 +428,12 @@ def test_unexpected_error_is_one_line_and_debug_shows_the_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import fairsets._cli_util
-    import fairsets.config
+    import fairsets.pipeline.config
 
     def boom() -> None:
         raise RuntimeError("something broke\nsecond line")
 
-    monkeypatch.setattr(fairsets.config, "_import_components", boom)
+    monkeypatch.setattr(fairsets.pipeline.config, "_import_components", boom)
     monkeypatch.setattr(fairsets._cli_util, "DEBUG", False)
     monkeypatch.delenv("FAIRSETS_DEBUG", raising=False)
     code, _, err = run_cli(["steps"], capsys)
@@ -454,26 +454,26 @@ def test_unexpected_error_is_one_line_and_debug_shows_the_traceback(
 def test_known_error_types_get_their_fix(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import fairsets.config
+    import fairsets.pipeline.config
 
     def refused() -> None:
         raise ConnectionRefusedError(111, "Connection refused")
 
-    monkeypatch.setattr(fairsets.config, "_import_components", refused)
+    monkeypatch.setattr(fairsets.pipeline.config, "_import_components", refused)
     code, _, err = run_cli(["steps"], capsys)
     assert_one_line_error(code, err, "network:", "Connection refused", "check the network connection")
 
     def missing() -> None:
         raise FileNotFoundError(2, "No such file or directory", "/data/x.csv")
 
-    monkeypatch.setattr(fairsets.config, "_import_components", missing)
+    monkeypatch.setattr(fairsets.pipeline.config, "_import_components", missing)
     code, _, err = run_cli(["steps"], capsys)
     assert_one_line_error(code, err, "/data/x.csv: No such file or directory; check the path")
 
     def extra_missing() -> None:
         raise ImportError("the wikidata source needs SPARQLWrapper: pip install 'fairsets[fetch]'")
 
-    monkeypatch.setattr(fairsets.config, "_import_components", extra_missing)
+    monkeypatch.setattr(fairsets.pipeline.config, "_import_components", extra_missing)
     code, _, err = run_cli(["steps"], capsys)
     line = assert_one_line_error(code, err, "pip install 'fairsets[fetch]'")
     assert "please report it" not in line and "ImportError" not in line
@@ -481,7 +481,7 @@ def test_known_error_types_get_their_fix(
     def module_missing() -> None:
         raise ModuleNotFoundError("No module named 'yaml'", name="yaml")
 
-    monkeypatch.setattr(fairsets.config, "_import_components", module_missing)
+    monkeypatch.setattr(fairsets.pipeline.config, "_import_components", module_missing)
     code, _, err = run_cli(["steps"], capsys)
     line = assert_one_line_error(code, err, "'yaml' is not installed", "fairsets[all]")
     assert "please report it" not in line
@@ -489,12 +489,12 @@ def test_known_error_types_get_their_fix(
 
 @pytest.mark.timeout(60)
 def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import fairsets.config
+    import fairsets.pipeline.config
 
     def interrupted() -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(fairsets.config, "_import_components", interrupted)
+    monkeypatch.setattr(fairsets.pipeline.config, "_import_components", interrupted)
     code, _, err = run_cli(["steps"], capsys)
     assert code == 130 and "Traceback" not in err
 
@@ -503,7 +503,7 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
 def test_console_script_entry_point_in_a_subprocess(tmp_path: Path) -> None:
     """The real entry point (what the ``fairsets`` script calls) in a fresh interpreter."""
     script = (
-        "import sys, fairsets.config as c\n"
+        "import sys, fairsets.pipeline.config as c\n"
         "def boom():\n    raise ZeroDivisionError('division by zero')\n"
         "c._import_components = boom\n"
         "from fairsets.cli import app\n"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fairsets.config import RecipeError, load_recipe
+from fairsets.pipeline.config import RecipeError, load_recipe
 
 BASE = """
 name = "t"

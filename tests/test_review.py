@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from fairsets.review import (
+from fairsets.pipeline.review import (
     DECISION_COLUMNS,
     ReviewError,
     export_review,
@@ -341,7 +341,7 @@ def test_decisions_round_trip_and_merge(tmp_path: Path) -> None:
     ],
 )
 def test_contact_sheet_links_only_safe_urls(url: str, linked: bool) -> None:
-    from fairsets.review import _link
+    from fairsets.pipeline.review import _link
 
     out = _link(url)
     assert out.startswith("<a ") is linked

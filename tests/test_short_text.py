@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fairsets.short_text import clip, printable_line
+from fairsets.core.short_text import clip, printable_line
 
 
 def test_clip() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .core.version import __version__
 
 
 def _startup_sigint(signum: int, frame: object) -> None:  # pragma: no cover - exits the process
@@ -25,10 +25,33 @@ def _guard_startup() -> None:
 
 _guard_startup()
 
-from .config import Recipe, RecipeError, load_recipe  # noqa: E402  (after the Ctrl-C guard)
-from .data import Sample, Status, make_key  # noqa: E402
-
 __all__ = ["Recipe", "RecipeError", "Sample", "Status", "__version__", "build", "load_recipe", "make_key"]
+
+# The public names are imported on first use (PEP 562), so that ``import fairsets`` -- and every
+# worker process that imports one of its modules -- pays only for what it runs.
+_LAZY = {
+    "Recipe": "fairsets.pipeline.config",
+    "RecipeError": "fairsets.pipeline.config",
+    "load_recipe": "fairsets.pipeline.config",
+    "Sample": "fairsets.core.data",
+    "Status": "fairsets.core.data",
+    "make_key": "fairsets.core.data",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fairsets' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def build(*args, **kwargs):

@@ -71,9 +71,10 @@ def explain(exc: BaseException) -> str | None:
     import socket
     import urllib.error
 
-    from .config import RecipeError
+    from fairsets.core.step import MissingDependency
+    from fairsets.pipeline.config import RecipeError
+
     from .models import ModelUnavailable
-    from .pipeline.step import MissingDependency
     from .sources import SourceError
 
     try:

@@ -159,11 +159,12 @@ def build_cmd(
     ] = False,
 ) -> None:
     """Build a dataset from RECIPE into OUT: steps → dedup → balance → shards → card."""
-    from .config import RecipeError, load_recipe
+    from fairsets.core.progress import Progress
+    from fairsets.core.step import MissingDependency
+    from fairsets.pipeline.config import RecipeError, load_recipe
+
     from .pipeline.build import BuildError, BuildStopped, build
     from .pipeline.executors import TaskFailed
-    from .pipeline.progress import Progress
-    from .pipeline.step import MissingDependency
     from .sources import SourceError
 
     _setup_logging(False, quiet)
@@ -226,9 +227,10 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
 @app.command("validate")
 def validate_cmd(recipe: Annotated[Path, typer.Argument(help="Recipe TOML.")]) -> None:
     """Check a recipe (schema, step names and parameters) without building."""
-    from .config import RecipeError, load_recipe
+    from fairsets.core.step import MissingDependency
+    from fairsets.pipeline.config import RecipeError, load_recipe
+
     from .pipeline.build import check_sources
-    from .pipeline.step import MissingDependency
     from .sources import SourceError
 
     try:
@@ -242,8 +244,8 @@ def validate_cmd(recipe: Annotated[Path, typer.Argument(help="Recipe TOML.")]) -
 @app.command("steps")
 def steps_cmd() -> None:
     """List the registered per-sample steps and their parameters."""
-    from .config import _import_components
-    from .registry import STEPS
+    from fairsets.core.registry import STEPS
+    from fairsets.pipeline.config import _import_components
 
     _import_components()
     for name in STEPS.names():
@@ -291,8 +293,9 @@ def fetch_wikidata_cmd(
     Each person is also assigned to one state (birth > residence > work > education > constituency):
     the rows of that state have primary = true.
     """
+    from fairsets.core.step import MissingDependency
+
     from .fetch.retry import HttpStatusError
-    from .pipeline.step import MissingDependency
     from .sources.wikidata import fetch_wikidata_cli
 
     _setup_logging(False, quiet)
@@ -370,7 +373,7 @@ def review_export_cmd(
     """Write a contact sheet (HTML) and a CSV of the candidates awaiting review."""
     import pyarrow.parquet as pq
 
-    from .review import export_review
+    from fairsets.pipeline.review import export_review
 
     workdir, rows, groups = _pending(out)
     if not rows:
@@ -393,7 +396,7 @@ def review_import_cmd(
     csv_path: Annotated[Path, typer.Argument(help="The edited review.csv.")],
 ) -> None:
     """Apply review decisions (accept/reject, licence, author); the next build uses them."""
-    from .review import ReviewError, import_review, write_decisions
+    from fairsets.pipeline.review import ReviewError, import_review, write_decisions
 
     workdir, rows, _ = _pending(out)
     try:
@@ -518,8 +521,9 @@ def _check_dataset(
 
 
 def _load_vlm(model: str, pretrained: str | None, device: str) -> Any:
+    from fairsets.core.step import MissingDependency
+
     from .models import ModelUnavailable, load_vlm
-    from .pipeline.step import MissingDependency
 
     try:
         return load_vlm(model, pretrained, device=device)
@@ -564,11 +568,12 @@ def audit_vlm_cmd(
     """Top-k group distributions, JSD from uniform, per-group similarity, robustness, job simulation."""
     import dataclasses
 
+    from fairsets.core.progress import Progress
+    from fairsets.core.step import MissingDependency
+
     from .audit.dataset import DatasetError
     from .audit.prompts import default_prompts, load_prompts
     from .audit.vlm import AUDIT_FILE, REPORT_FILE, run_vlm_audit
-    from .pipeline.progress import Progress
-    from .pipeline.step import MissingDependency
 
     _setup_logging(False, quiet)
     try:
@@ -646,10 +651,11 @@ def audit_utility_cmd(
     """Zero-shot accuracy and text-to-image recall@k, before vs after debiasing."""
     import json
 
+    from fairsets.core.atomic import atomic_write_text
+    from fairsets.core.progress import Progress
+
     from .audit.utility import evaluate_utility
     from .debias.transform import DebiasTransform
-    from .pipeline.progress import Progress
-    from .publish.atomic import atomic_write_text
 
     _setup_logging(False, quiet)
     try:
@@ -729,10 +735,11 @@ def debias_fit_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
 ) -> None:
     """Fit a debias transform on a dataset split and save it (for `debias apply` and `audit --debias`)."""
+    from fairsets.audit.debiasing import fit_on_dataset
+    from fairsets.core.progress import Progress
+    from fairsets.core.step import MissingDependency
+
     from .audit.dataset import DatasetError
-    from .debias.dataset import fit_on_dataset
-    from .pipeline.progress import Progress
-    from .pipeline.step import MissingDependency
 
     _setup_logging(False, quiet)
     from .debias.transform import METHODS
@@ -782,7 +789,7 @@ def debias_apply_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the debiased embeddings.")],
 ) -> None:
     """Apply a saved transform to embeddings (numpy only; the same input gives the same bytes)."""
-    from .debias.dataset import apply_to_file
+    from fairsets.audit.debiasing import apply_to_file
 
     try:
         apply_to_file(transform, embeddings, out)
@@ -802,7 +809,7 @@ def card_update_cmd(
     audit: Annotated[Path, typer.Option("--audit", help="An audit folder (fairsets audit vlm --out).")],
 ) -> None:
     """Add an audit's tables to the card's bias section (and update manifest.json)."""
-    from .publish.card_audit import update_card
+    from fairsets.audit.card import update_card
 
     try:
         path = update_card(dataset, audit)

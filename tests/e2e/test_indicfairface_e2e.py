@@ -221,7 +221,7 @@ def serpapi(srv: LoopbackServer):
 
 def _recipe(endpoint: str, srv: LoopbackServer):
     """The shipped recipe with loopback endpoints, two states and a quota of 2."""
-    from fairsets.config import parse_recipe
+    from fairsets.pipeline.config import parse_recipe
 
     data = tomllib.loads((ROOT / "builders" / "indicfairface.toml").read_text())
     data["quota"] = 2

@@ -184,7 +184,7 @@ def test_api_calls_retry_a_drip_a_bounded_number_of_times(images: Any) -> None:
 
 
 def test_policy_and_recipe_fields() -> None:
-    from fairsets.config import DownloadConfig
+    from fairsets.pipeline.config import DownloadConfig
     from fairsets.pipeline.download import fetch_policy
 
     default = FetchPolicy()
@@ -270,8 +270,8 @@ task_size = 2
 @needs_img2dataset
 @pytest.mark.timeout(120)
 def test_build_fails_a_dripping_url_and_retry_failed_publishes_it(tmp_path: Path) -> None:
-    from fairsets.config import load_recipe
     from fairsets.pipeline.build import build
+    from fairsets.pipeline.config import load_recipe
     from helpers import jpeg, portraits
 
     astronaut, hopper = (jpeg(p) for p in portraits())

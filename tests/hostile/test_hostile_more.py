@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from fairsets.data import Sample, Status
-from fairsets.pipeline.step import build_step
+from fairsets.core.data import Sample, Status
+from fairsets.core.step import build_step
 from fairsets.sources import SourceError, build_source
 from fairsets.sources.local import MAX_LISTING_COLUMNS
 from fairsets.vision.decode import to_rgb

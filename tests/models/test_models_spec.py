@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from fairsets.core.registry import MODELS
 from fairsets.models import VLM, load_vlm, parse_model_spec
-from fairsets.registry import MODELS
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

@@ -104,8 +104,8 @@ def test_validate_accepts_a_listing_that_the_prepare_hook_writes(tmp_path: Path)
 def test_an_empty_out_is_one_line_not_the_current_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fairsets.config import load_recipe
     from fairsets.pipeline.build import BuildError, build
+    from fairsets.pipeline.config import load_recipe
 
     recipe = write_recipe(tmp_path / "r.toml", write_candidates(tmp_path / "c", 2), workers=0)
     here = tmp_path / "cwd"
@@ -121,8 +121,8 @@ def test_an_empty_out_is_one_line_not_the_current_folder(
 
 @pytest.mark.timeout(60)
 def test_force_is_named_for_its_audience(tmp_path: Path) -> None:
-    from fairsets.config import load_recipe
     from fairsets.pipeline.build import BuildError, build
+    from fairsets.pipeline.config import load_recipe
 
     recipe = write_recipe(tmp_path / "r.toml", write_candidates(tmp_path / "c", 2), workers=0)
     out = tmp_path / "photos"

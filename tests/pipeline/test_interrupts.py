@@ -21,10 +21,10 @@ from typer.testing import CliRunner
 
 from fairsets.audit.embeddings import EmbeddingCache
 from fairsets.cli import app
-from fairsets.config import load_recipe
+from fairsets.core.atomic import _temp_for
 from fairsets.pipeline.build import build
+from fairsets.pipeline.config import load_recipe
 from fairsets.pipeline.executors import workers_busy
-from fairsets.publish.atomic import _temp_for
 from fairsets.publish.manifest import verify_layout
 from helpers import tree_digest, write_candidates, write_recipe
 
@@ -178,7 +178,7 @@ def test_concurrent_card_updates_keep_every_audit_and_wait_for_a_build(
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "publish"))
     from test_card_audit import audit_for, write_audit
 
-    from fairsets.publish.card_audit import update_card
+    from fairsets.audit.card import update_card
 
     models = ["ViT-B-32", "ViT-B-16", "ViT-L-14"]
     for trial in range(3):

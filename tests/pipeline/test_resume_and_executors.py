@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from fairsets.config import load_recipe
 from fairsets.pipeline.build import build
+from fairsets.pipeline.config import load_recipe
 from helpers import tree_digest, write_candidates, write_recipe
 
 

@@ -60,8 +60,8 @@ def _published(out: Path) -> list[dict]:
 
 
 def test_urls_build_downloads_and_retries_only_failed(tmp_path: Path) -> None:
-    from fairsets.config import load_recipe
     from fairsets.pipeline.build import build
+    from fairsets.pipeline.config import load_recipe
 
     astronaut, hopper = (jpeg(p) for p in portraits())
     slow = {"delay": 3.0}
@@ -114,8 +114,8 @@ def test_urls_build_downloads_and_retries_only_failed(tmp_path: Path) -> None:
 
 def test_retry_failed_with_a_supplement_keeps_what_still_fails(tmp_path: Path) -> None:
     """``--retry-failed`` in a recipe with a supplement: a download that fails again stays ``failed``."""
-    from fairsets.config import load_recipe
     from fairsets.pipeline.build import build
+    from fairsets.pipeline.config import load_recipe
     from helpers import write_candidates
 
     hopper = jpeg(portraits()[1])  # the local supplement's Goa candidates are astronaut crops

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fairsets.cli import app
-from fairsets.config import load_recipe
 from fairsets.pipeline.build import build
+from fairsets.pipeline.config import load_recipe
 from fairsets.pipeline.executors import LocalExecutor, workers_busy
 from helpers import write_candidates, write_recipe
 

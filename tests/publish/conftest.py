@@ -26,7 +26,7 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # publish_fixtures, also under --import-mode=importlib
     sys.path.insert(0, str(_HERE))
 try:  # a checkout without `pip install -e .`
-    import fairsets.data  # noqa: F401
+    import fairsets.core.data  # noqa: F401
 except ModuleNotFoundError:  # pragma: no cover
     sys.path.insert(0, str(_HERE.parents[1] / "src"))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fairsets.publish.atomic import (
+from fairsets.core.atomic import (
     atomic_path,
     atomic_write_bytes,
     atomic_write_text,

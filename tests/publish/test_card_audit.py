@@ -12,10 +12,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from fairsets.audit.card import card_audit_section, update_card
 from fairsets.audit.prompts import default_prompts
 from fairsets.audit.vlm import vlm_audit
 from fairsets.publish.card import check_card
-from fairsets.publish.card_audit import card_audit_section, update_card
 from fairsets.publish.manifest import verify_layout
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fairsets.publish.atomic import sha256_file
+from fairsets.core.atomic import sha256_file
 from fairsets.publish.croissant import CONFORMS_TO, build_croissant
 
 

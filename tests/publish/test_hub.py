@@ -214,7 +214,7 @@ def test_plan_matches_manifest_and_hashes(example_out: Path) -> None:
     by_path = {f.path: f for f in plan}
     for rel, entry in files.items():
         assert by_path[rel] == PlannedFile(rel, entry["bytes"], entry["sha256"])
-    from fairsets.publish.atomic import sha256_file
+    from fairsets.core.atomic import sha256_file
 
     assert by_path[MANIFEST].sha256 == sha256_file(example_out / MANIFEST)
 

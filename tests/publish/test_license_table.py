@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from fairsets.config import _import_components
-from fairsets.data import Sample
-from fairsets.pipeline.step import StepContext, build_step
+from fairsets.core.data import Sample
+from fairsets.core.step import StepContext, build_step
+from fairsets.pipeline.config import _import_components
 from fairsets.publish.attribution import license_decision, load_policy, normalise_license, parse_license
 
 _import_components()

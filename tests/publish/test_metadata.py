@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fairsets.publish.metadata import (
+from fairsets.core.tables import (
     metadata_columns,
     metadata_name,
     write_metadata,

@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 import pyarrow as pa
 import pytest
 
-from fairsets.data import validate_key
+from fairsets.core.data import validate_key
 from fairsets.select import Plan, PlanItem, select
 
 GROUPS = ["state", "gender"]

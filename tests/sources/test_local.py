@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fairsets.data import KEY_RE
+from fairsets.core.data import KEY_RE
 from fairsets.sources import SourceError, SourceReadError, SourceRejected, build_source
 
 

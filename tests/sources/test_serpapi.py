@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fairsets.data import make_key
+from fairsets.core.data import make_key
 from fairsets.fetch.retry import RetryPolicy
 from fairsets.sources.serpapi import (
     DEFAULT_TEMPLATES,

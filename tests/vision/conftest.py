@@ -65,15 +65,15 @@ def astronaut_jpeg(astronaut: np.ndarray) -> bytes:
 
 @pytest.fixture()
 def ctx():
-    from fairsets.pipeline.step import StepContext
+    from fairsets.core.step import StepContext
 
     return StepContext()
 
 
 def _run_steps(data: bytes, names: list[str], ctx, params: dict[str, dict] | None = None):
     """Run the named steps on a sample made of ``data``; return the sample."""
-    from fairsets.data import Sample
-    from fairsets.pipeline.step import build_step
+    from fairsets.core.data import Sample
+    from fairsets.core.step import build_step
 
     params = params or {}
     sample = Sample(key="k", data=data)

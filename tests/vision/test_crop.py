@@ -6,8 +6,8 @@ import cv2
 import numpy as np
 import pytest
 
-from fairsets.data import Sample
-from fairsets.pipeline.step import build_step
+from fairsets.core.data import Sample
+from fairsets.core.step import build_step
 from fairsets.vision.crop import crop_box, crop_pixels
 
 

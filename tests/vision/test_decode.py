@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fairsets.data import Sample, Status
-from fairsets.pipeline.step import build_step
+from fairsets.core.data import Sample, Status
+from fairsets.core.step import build_step
 
 
 def _decode(data: bytes, ctx, **params) -> Sample:
@@ -396,7 +396,7 @@ def test_pillow_bomb_guard_inside_load_is_a_rejection(astronaut, ctx, monkeypatc
 def test_one_safe_opener_for_every_image_reader(no_subprocess):
     """Every other place that decodes untrusted image bytes refuses EPS through the same opener."""
     from fairsets.audit.embeddings import decode_image
-    from fairsets.review import _thumbnail_uri
+    from fairsets.pipeline.review import _thumbnail_uri
     from fairsets.vision.imageformat import ImageDecodeError
 
     with pytest.raises(ImageDecodeError, match="unsupported format EPS"):

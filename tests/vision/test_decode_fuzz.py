@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fairsets.data import Sample, Status
-from fairsets.pipeline.step import build_step
+from fairsets.core.data import Sample, Status
+from fairsets.core.step import build_step
 
 CASES_PER_SEED = 400
 BOUNDARY = (0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image, PngImagePlugin
 
-from fairsets.data import Sample
-from fairsets.pipeline.step import build_step
+from fairsets.core.data import Sample
+from fairsets.core.step import build_step
 from fairsets.vision.dedup import _LUT, find_duplicates, popcount64
 from fairsets.vision.hashing import hamming, phash, pixel_sha256
 

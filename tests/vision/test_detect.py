@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fairsets.data import Sample, Status
-from fairsets.pipeline.step import MissingDependency, build_step
-from fairsets.registry import DETECTORS
+from fairsets.core.data import Sample, Status
+from fairsets.core.registry import DETECTORS
+from fairsets.core.step import MissingDependency, build_step
 from fairsets.vision import detect
 from fairsets.vision.detect import FaceDetector, get_detector
 

@@ -11,9 +11,9 @@ import cv2
 import numpy as np
 import pytest
 
-from fairsets.data import Status
-from fairsets.pipeline.step import MissingDependency, build_step
-from fairsets.registry import DETECTORS, STEPS
+from fairsets.core.data import Status
+from fairsets.core.registry import DETECTORS, STEPS
+from fairsets.core.step import MissingDependency, build_step
 
 CHAIN = ["decode", "grayscale", "blur", "detect_face", "skin", "crop"]
 

@@ -6,8 +6,8 @@ import cv2
 import numpy as np
 import pytest
 
-from fairsets.data import Sample, Status
-from fairsets.pipeline.step import build_step
+from fairsets.core.data import Sample, Status
+from fairsets.core.step import build_step
 from fairsets.vision.quality import delta_color, laplacian_variance, skin_ratio
 
 

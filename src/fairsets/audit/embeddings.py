@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fairsets.audit.dataset import PublishedDataset, sha256_bytes
-from fairsets.pipeline.progress import Progress
-from fairsets.publish.atomic import atomic_path, atomic_write_text
+from fairsets.core.atomic import atomic_path, atomic_write_text
+from fairsets.core.progress import Progress
 
 if TYPE_CHECKING:
     from fairsets.models import VLM

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fairsets.publish.atomic import atomic_write_text
+from fairsets.core.atomic import atomic_write_text
 
 __all__ = ["AUDIT_SCHEMA", "check_audit", "render_report"]
 

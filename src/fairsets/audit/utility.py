@@ -24,7 +24,7 @@ import numpy as np
 
 from fairsets.audit.embeddings import decode_image
 from fairsets.audit.metrics import cosine_similarity
-from fairsets.pipeline.progress import Progress
+from fairsets.core.progress import Progress
 
 if TYPE_CHECKING:
     from fairsets.debias.transform import DebiasTransform

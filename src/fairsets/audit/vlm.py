@@ -24,8 +24,8 @@ import numpy as np
 from fairsets.audit.dataset import DatasetError, PublishedDataset, open_dataset
 from fairsets.audit.embeddings import EmbeddingCache, ImageEmbeddings, embed_dataset, embed_texts
 from fairsets.audit.report import AUDIT_SCHEMA, render_report
-from fairsets.pipeline.progress import Progress
-from fairsets.publish.atomic import atomic_write_text
+from fairsets.core.atomic import atomic_write_text
+from fairsets.core.progress import Progress
 
 if TYPE_CHECKING:
     from fairsets.audit.prompts import PromptSpec
@@ -184,8 +184,8 @@ def run_vlm_audit(
         The audit document (also written to ``out/audit.json``).
     """
     from fairsets.audit.prompts import default_prompts
+    from fairsets.core.step import check_requires
     from fairsets.models import load_vlm
-    from fairsets.pipeline.step import check_requires
 
     if k < 1:
         raise ValueError("k must be >= 1")
@@ -242,7 +242,7 @@ def run_vlm_audit(
     doc["skipped"] = emb.skipped
     doc["model_provenance"] = vlm.provenance()
     doc["created"] = _utc_now()
-    from fairsets import __version__
+    from fairsets.core.version import __version__
 
     doc["fairsets_version"] = __version__
     if out is not None:

@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from fairsets.publish.checked_npz import array_sha256, read_checked_npz, write_checked_npz
+from fairsets.core.checked_npz import array_sha256, read_checked_npz, write_checked_npz
 
 from .inlp import check_inputs, fit_inlp
 from .leace import fit_leace

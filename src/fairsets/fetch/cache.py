@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..publish.atomic import atomic_write_bytes
+from fairsets.core.atomic import atomic_write_bytes
 
 __all__ = ["DiskCache"]
 

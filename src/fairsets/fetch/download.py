@@ -69,8 +69,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..publish.atomic import atomic_path
-from ..publish.metadata import write_table
+from fairsets.core.atomic import atomic_path
+from fairsets.core.tables import write_table
+
 from .guard import FetchPolicy, classify_http_status, guarded_opener, too_slow_reason
 from .retry import user_agent as default_user_agent
 
@@ -489,7 +490,7 @@ def _map_shards(
         for shard in shards:
             yield downloader(shard)
         return
-    from ..pipeline.executors import die_with_parent, sigint_ignored_by_children
+    from fairsets.core.processes import die_with_parent, sigint_ignored_by_children
 
     ctx = get_context("spawn")
     n = min(processes, len(shards))

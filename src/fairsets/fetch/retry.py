@@ -56,7 +56,7 @@ def user_agent(contact: str | None = None) -> str:
     """``fairsets/<version> (<project url>; <contact>) python/<x.y>`` (Wikimedia UA policy)."""
     import platform
 
-    from .. import __version__
+    from fairsets.core.version import __version__
 
     contact = contact or os.environ.get("FAIRSETS_CONTACT", "").strip()
     inner = f"{PROJECT_URL}; {contact}" if contact else PROJECT_URL

@@ -137,14 +137,16 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
     ) -> None:
         """Shares, power law, GDP/population correlations, GR and diversity (GeoProfiler §4.1–4.3)."""
+        from fairsets.core.step import MissingDependency, check_requires
+
         from ..models import ModelUnavailable
-        from ..pipeline.step import MissingDependency, check_requires
 
         try:
             check_requires("fairsets geo analyze", _GEO_REQUIRES)
         except MissingDependency as exc:
             die(exc)
-        from ..pipeline.progress import Progress
+        from fairsets.core.progress import Progress
+
         from .analyze import ANALYSIS_FILE, DEFAULT_BOOTSTRAP, REPORT_FILE, run_analysis
         from .diversity import ImageEncoder, TextEncoder
 
@@ -226,8 +228,9 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Download GDP and population per country from the World Bank API (CC BY 4.0) into a CSV."""
+        from fairsets.core.step import MissingDependency, check_requires
+
         from ..fetch.retry import HttpStatusError
-        from ..pipeline.step import MissingDependency, check_requires
 
         try:
             check_requires("fairsets geo reference", (("pandas", "geo"),))

@@ -26,8 +26,8 @@ def _quiet_logging(quiet: bool) -> None:
 
 
 def _load_vlm(model: str, pretrained: str | None, device: str) -> Any:
+    from fairsets.core.step import MissingDependency
     from fairsets.models import ModelUnavailable, load_vlm
-    from fairsets.pipeline.step import MissingDependency
 
     try:
         return load_vlm(model, pretrained, device=device)
@@ -110,9 +110,9 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from fairsets.pipeline.progress import Progress
-        from fairsets.pipeline.step import MissingDependency
-        from fairsets.publish.atomic import atomic_write_text
+        from fairsets.core.atomic import atomic_write_text
+        from fairsets.core.progress import Progress
+        from fairsets.core.step import MissingDependency
 
         from .entity import (
             DEFAULT_C_GRID,
@@ -216,8 +216,8 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
     ) -> None:
         """Mark (or --drop) rows whose image does not show the entity; unreadable images keep a reason."""
-        from fairsets.pipeline.progress import Progress
-        from fairsets.pipeline.step import MissingDependency
+        from fairsets.core.progress import Progress
+        from fairsets.core.step import MissingDependency
 
         from .entity import EntityPresenceClassifier, embedding_cache, filter_dataset
 

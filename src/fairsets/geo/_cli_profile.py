@@ -45,8 +45,9 @@ def parse_options(pairs: list[str] | None) -> dict[str, Any]:
 
 
 def build_method(name: str, options: list[str] | None) -> Any:
+    from fairsets.core.step import MissingDependency
+
     from ..models.base import ModelUnavailable
-    from ..pipeline.step import MissingDependency
     from .methods import get_method
 
     try:
@@ -92,8 +93,9 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     ) -> None:
         """Map captions to countries (ISO 3166-1 alpha-3, empty for none), one row per input, in order."""
+        from fairsets.core.progress import Progress
+
         from ..pipeline.executors import TaskFailed
-        from ..pipeline.progress import Progress
         from .profile import (
             CAPTION_FORMATS,
             ProfileError,

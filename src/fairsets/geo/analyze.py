@@ -61,15 +61,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..publish.atomic import atomic_write_text
-from ..textfile import decode_text
+from fairsets.core.atomic import atomic_write_text
+from fairsets.core.textfile import decode_text
+
 from . import reference as _reference
 from .countries import CONTINENTS, countries, is_none_answer, normalize_country
 from .diversity import Encoder, country_diversity
 from .reference import CountryWeights, default_reference, load_reference
 
 if TYPE_CHECKING:
-    from ..pipeline.progress import Progress
+    from fairsets.core.progress import Progress
 
 __all__ = [
     "ALTERNATIVES",
@@ -584,7 +585,7 @@ def fit_power_law(
         "estimator", "gof": {...}, "comparisons": {alt: {"R", "p", "favours"}}}``, or
         ``{"status": "insufficient_data", "reason", "n_countries"}``.
     """
-    from ..pipeline.progress import Progress
+    from fairsets.core.progress import Progress
 
     if bootstrap < 0:
         raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
@@ -1045,8 +1046,8 @@ def run_analysis(
     Raises:
         FileNotFoundError, ValueError: bad input, reference or settings (see :func:`load_profile`).
     """
-    from .. import __version__
-    from ..pipeline.progress import Progress
+    from fairsets.core.progress import Progress
+    from fairsets.core.version import __version__
 
     if not r >= 1:
         raise ValueError(f"r must be >= 1, got {r}")
@@ -1083,7 +1084,7 @@ def run_analysis(
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            from ..pipeline.executors import die_with_parent
+            from fairsets.core.processes import die_with_parent
 
             # spawn: a fork of a process holding torch or BLAS threads can deadlock. The workers
             # end with this process (none outlives a killed run).

@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
+    from fairsets.core.progress import Progress
+
     from ..models.base import VLM
-    from ..pipeline.progress import Progress
 
 __all__ = [
     "MINILM_ENV",
@@ -236,8 +237,9 @@ class TextEncoder:
     """
 
     def __init__(self, spec: str = "minilm", *, device: str = "cpu", batch_size: int = 64) -> None:
+        from fairsets.core.step import check_requires
+
         from ..models import ModelUnavailable, ensure_torchvision
-        from ..pipeline.step import check_requires
 
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -265,7 +267,7 @@ class TextEncoder:
 
     def encode(self, items: Sequence[Any], progress: Progress | None = None) -> Encoded:
         """Encode captions; missing (None/NaN) captions are skipped."""
-        from ..pipeline.progress import Progress
+        from fairsets.core.progress import Progress
 
         progress = progress or Progress(False)
         texts: list[str] = []
@@ -341,8 +343,9 @@ class ImageEncoder:
 
     def encode(self, items: Sequence[Any], progress: Progress | None = None) -> Encoded:
         """Decode and embed images in batches; undecodable ones are skipped and counted."""
+        from fairsets.core.progress import Progress
+
         from ..audit.embeddings import decode_image
-        from ..pipeline.progress import Progress
         from ..vision.imageformat import decode_failure
 
         progress = progress or Progress(False)

@@ -71,11 +71,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fairsets.core.checked_npz import array_sha256, read_checked_npz, write_checked_npz
+from fairsets.core.progress import Progress
+from fairsets.core.textfile import decode_text, read_text
 from fairsets.geo.countries import country as country_info
 from fairsets.geo.countries import fold, is_none_answer, normalize_country
-from fairsets.pipeline.progress import Progress
-from fairsets.publish.checked_npz import array_sha256, read_checked_npz, write_checked_npz
-from fairsets.textfile import decode_text, read_text
 
 if TYPE_CHECKING:
     from fairsets.audit.embeddings import EmbeddingCache
@@ -889,7 +889,7 @@ def _json(value: Any, name: str) -> Any:
 
 
 def _version() -> str:
-    from fairsets import __version__
+    from fairsets.core.version import __version__
 
     return __version__
 
@@ -1156,9 +1156,9 @@ def fit_classifier(
 
     Raises:
         ValueError: Bad shapes, non-finite values, too few rows of a label, a bad grid.
-        fairsets.pipeline.step.MissingDependency: scikit-learn is not installed.
+        fairsets.core.step.MissingDependency: scikit-learn is not installed.
     """
-    from fairsets.pipeline.step import check_requires
+    from fairsets.core.step import check_requires
 
     check_requires("the entity-presence classifier", (("sklearn", "vlm"),))
     from sklearn.model_selection import StratifiedKFold
@@ -1531,7 +1531,7 @@ def filter_dataset(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from fairsets.publish.atomic import atomic_path
+    from fairsets.core.atomic import atomic_path
 
     src = Path(input_path)
     if not src.is_file():

@@ -172,7 +172,7 @@ def write_evaluation(results: dict[str, dict[str, Any]], out: str | Path) -> Pat
     import csv
     import io
 
-    from ..publish.atomic import atomic_write_text
+    from fairsets.core.atomic import atomic_write_text
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..pipeline.progress import Progress
-from ..publish.atomic import atomic_path, atomic_write_text, sha256_file
-from ..textfile import TextFileError, read_text
+from fairsets.core.atomic import atomic_path, atomic_write_text, sha256_file
+from fairsets.core.progress import Progress
+from fairsets.core.textfile import TextFileError, read_text
+
 from .methods import GeoMethod, method_from_spec
 
 __all__ = [

@@ -41,12 +41,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fairsets.core.atomic import atomic_write_text
+from fairsets.core.textfile import read_text
+
 from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, loads_json, read_capped_stream
 from ..fetch.cache import DiskCache
 from ..fetch.guard import metered_handlers, trusted_policy
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_retry, user_agent
-from ..publish.atomic import atomic_write_text
-from ..textfile import read_text
 from .countries import countries, is_none_answer, normalize_country
 
 if TYPE_CHECKING:

@@ -27,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fairsets.core.atomic import atomic_write_text
+
 from ..audit.report import _bar_png, _mpl_label, format_number
-from ..publish.atomic import atomic_write_text
 from .countries import CONTINENTS, countries
 
 __all__ = ["check_analysis", "render_report"]

@@ -29,13 +29,13 @@ features), ``preprocess`` (PIL image → ``(C, H, W)`` tensor); properties ``mod
 
 Adding a family: a module with a :class:`VLM` subclass that implements ``tokenize`` and a
 classmethod ``load(name, pretrained=None, *, device="cpu")``, decorated with
-``@MODELS.register("family")`` (``fairsets.registry.MODELS``); one import line below; its test.
+``@MODELS.register("family")`` (``fairsets.core.registry.MODELS``); one import line below; its test.
 Adapters call :func:`ensure_torchvision` before importing packages that import torchvision.
 """
 
 from __future__ import annotations
 
-from fairsets.registry import MODELS
+from fairsets.core.registry import MODELS
 
 from . import hf, openclip  # noqa: F401  (imports register the families)
 from .base import VLM, ModelUnavailable
@@ -94,9 +94,9 @@ def load_vlm(model: str, pretrained: str | None = None, *, device: str = "cpu") 
     Raises:
         ValueError: A bad spec, name, tag or device.
         ModelUnavailable: The weights, tokenizer or package are not available here.
-        fairsets.pipeline.step.MissingDependency: PyTorch or the family's package is not installed.
+        fairsets.core.step.MissingDependency: PyTorch or the family's package is not installed.
     """
-    from fairsets.pipeline.step import check_requires
+    from fairsets.core.step import check_requires
 
     family, name = parse_model_spec(model)
     loader = MODELS.get(family)

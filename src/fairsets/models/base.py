@@ -56,7 +56,7 @@ def seeded(seed: int = SEED) -> Iterator[None]:
 
 def package_version(dist: str) -> str:
     """``"<dist> <version>"`` of an installed distribution, ``"<dist> (not installed)"`` otherwise."""
-    from fairsets.publish.manifest import package_versions
+    from fairsets.core.version import package_versions
 
     version = package_versions([dist])[dist]
     return f"{dist} {version}" if version is not None else f"{dist} (not installed)"

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from fairsets.registry import MODELS
+from fairsets.core.registry import MODELS
 
 from .base import VLM, ModelUnavailable, check_device, is_random, seeded
 from .compat import ensure_torchvision

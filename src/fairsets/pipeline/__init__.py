@@ -1,5 +1,5 @@
 """Step contract, task runner, executors (local default, ray), stats and markers."""
 
-from .step import MissingDependency, Step, StepContext, StepParams
+from fairsets.core.step import MissingDependency, Step, StepContext, StepParams
 
 __all__ = ["MissingDependency", "Step", "StepContext", "StepParams"]

@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import Recipe, config_hash, resolve_steps
-from ..data import Status
+from fairsets.core.data import Status
+from fairsets.core.progress import Progress
+from fairsets.pipeline.config import Recipe, config_hash, resolve_steps
+
 from ..sources import build_source
 from .executors import WORKERS_LOCK, get_executor, workers_busy
-from .progress import Progress
 from .tasks import (
     materialize_task_done,
     read_marker,
@@ -213,7 +214,7 @@ def _remove_temps(out: Path, workdir: Path) -> None:
     Called under the lock, once no worker of an earlier build runs (:func:`_lock`), so no writer
     of them is alive. The work folder's other contents (an audit's embedding cache) are not ours.
     """
-    from ..publish.atomic import remove_temps
+    from fairsets.core.atomic import remove_temps
 
     try:
         removed = remove_temps(out, skip=(WORKDIR,))
@@ -482,12 +483,12 @@ def _apply_review(workdir: Path, pool: list[dict]) -> tuple[list[dict], list[dic
     awaiting a decision go to the rejects table (step ``review``). The candidates awaiting a
     decision are listed in ``.fairsets/review/pending.parquet`` for ``fairsets review export``.
     """
-    from ..publish.metadata import write_table
+    from fairsets.core.tables import write_table
 
     path = workdir / "review" / "decisions.parquet"
     decisions: dict[str, dict[str, Any]] = {}
     if path.is_file():
-        from ..review import load_decisions
+        from fairsets.pipeline.review import load_decisions
 
         decisions = load_decisions(path)
     kept, rejected, pending = [], [], []

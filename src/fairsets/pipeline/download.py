@@ -20,7 +20,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .progress import Progress
+from fairsets.core.progress import Progress
 
 __all__ = ["download_phase", "fetch_policy"]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from .. import __version__
-from ..short_text import clip
+from fairsets.core.short_text import clip
+from fairsets.core.version import __version__
 
 __all__ = ["PACKAGES", "publish_layout"]
 
@@ -84,12 +84,13 @@ def publish_layout(
     m_specs: list[dict[str, Any]],
     m_markers: list[dict[str, Any] | None],
 ) -> Any:
-    from ..publish.atomic import atomic_write_text
+    from fairsets.core.atomic import atomic_write_text
+    from fairsets.core.tables import metadata_name, write_metadata, write_rejects
+
     from ..publish.attribution import license_counts, redact_url, write_attribution
     from ..publish.card import render_card, render_empty_card
     from ..publish.croissant import write_croissant
     from ..publish.manifest import file_entries, package_versions, write_manifest
-    from ..publish.metadata import metadata_name, write_metadata, write_rejects
     from .build import BuildResult, remove_stale
 
     groups = list(recipe.groups)

@@ -24,10 +24,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..data import Sample, Status
-from ..publish.atomic import atomic_write_text
-from ..publish.metadata import write_table
-from .step import Step, StepContext, build_step
+from fairsets.core.atomic import atomic_write_text
+from fairsets.core.data import Sample, Status
+from fairsets.core.step import Step, StepContext, build_step
+from fairsets.core.tables import write_table
 
 __all__ = [
     "materialize_marker",
@@ -83,7 +83,7 @@ def read_marker(path: Path) -> dict[str, Any] | None:
 def _steps(spec: dict[str, Any]) -> list[Step]:
     key = json.dumps(spec["steps"], sort_keys=True)
     if key not in _STEP_CACHE:
-        from ..config import _import_components
+        from fairsets.pipeline.config import _import_components
 
         _import_components()
         _STEP_CACHE[key] = [build_step(s["name"], s["params"]) for s in spec["steps"]]

@@ -17,7 +17,14 @@ croissant (hashes the shards and tables), card, and the manifest last (``file_en
 everything else); :func:`verify_layout` checks the result.
 """
 
-from fairsets.publish.atomic import atomic_path, atomic_write_bytes, atomic_write_text, sha256_file
+from fairsets.core.atomic import atomic_path, atomic_write_bytes, atomic_write_text, sha256_file
+from fairsets.core.tables import (
+    metadata_columns,
+    metadata_name,
+    write_metadata,
+    write_rejects,
+    write_table,
+)
 from fairsets.publish.attribution import (
     license_decision,
     license_info,
@@ -30,13 +37,6 @@ from fairsets.publish.attribution import (
 from fairsets.publish.card import card_header, check_card, render_card, write_card
 from fairsets.publish.croissant import build_croissant, write_croissant
 from fairsets.publish.manifest import file_entries, package_versions, verify_layout, write_manifest
-from fairsets.publish.metadata import (
-    metadata_columns,
-    metadata_name,
-    write_metadata,
-    write_rejects,
-    write_table,
-)
 from fairsets.publish.shards import shard_name, write_shard, write_shards
 
 __all__ = [

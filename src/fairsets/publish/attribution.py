@@ -1,5 +1,5 @@
 """Licence policy, ``ATTRIBUTION.md``, and the licence-text grammar re-exported from
-:mod:`fairsets.publish.license_text`.
+:mod:`fairsets.core.licenses`.
 
 The policy lives in ``licenses/policy.toml`` (see ``licenses/README.md``): it lists the SPDX ids
 that may be published, which of them require attribution or share-alike, their deed URLs and
@@ -35,14 +35,12 @@ API:
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import os
 import re
 import unicodedata
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +49,10 @@ try:  # Python >= 3.11
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10 needs the tomli backport
     import tomli as tomllib  # type: ignore[no-redef]
 
-from fairsets.publish.atomic import atomic_write_text, sha256_file
-from fairsets.publish.license_text import NOTHING_NAMED, normalise_license, parse_license
+from fairsets.core.atomic import atomic_write_text, sha256_file
+from fairsets.core.datafiles import find_data_file
+from fairsets.core.licenses import NOTHING_NAMED, normalise_license, parse_license
+from fairsets.core.short_text import strip_html
 
 __all__ = [
     "find_data_file",
@@ -69,30 +69,6 @@ __all__ = [
     "strip_html",
     "write_attribution",
 ]
-
-_REPO = Path(__file__).resolve().parents[3]
-
-
-def find_data_file(kind: str, name: str) -> Path:
-    """Locate a data file shipped with fairsets (``kind`` is ``"licenses"`` or ``"cards"``).
-
-    Looks first in the repository checkout (``<repo>/<kind>/<name>``), then in the installed
-    package (``fairsets/_<kind>/<name>``, wired as package data in pyproject).
-
-    Raises:
-        FileNotFoundError: naming both places looked in.
-    """
-    repo_path = _REPO / kind / name
-    if repo_path.is_file():
-        return repo_path
-    try:
-        res = importlib.resources.files("fairsets") / f"_{kind}" / name
-        if res.is_file():
-            return Path(str(res))
-    except (ModuleNotFoundError, TypeError):  # pragma: no cover
-        pass
-    raise FileNotFoundError(f"{name} not found in {repo_path.parent} nor in package data fairsets/_{kind}/")
-
 
 # --------------------------------------------------------------------------- normalisation
 # Licence texts are recognised whole by the grammar in license_text.py.
@@ -184,37 +160,6 @@ def requires_attribution(spdx: str | None, policy: Mapping[str, Any] | None = No
 
 
 # --------------------------------------------------------------------------- ATTRIBUTION.md
-
-
-class _TextExtractor(HTMLParser):
-    _HIDDEN = frozenset({"script", "style", "template", "noscript"})  # content that is never shown
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._hidden = 0
-
-    def handle_starttag(self, tag: str, attrs: Any) -> None:
-        if tag in self._HIDDEN:
-            self._hidden += 1
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self._HIDDEN and self._hidden:
-            self._hidden -= 1
-
-    def handle_data(self, data: str) -> None:
-        if not self._hidden:
-            self.parts.append(data)
-
-
-def strip_html(text: str | None) -> str:
-    """Return the visible text of an HTML fragment, whitespace collapsed (``None`` → ``""``)."""
-    if not text:
-        return ""
-    parser = _TextExtractor()
-    parser.feed(str(text))
-    parser.close()
-    return " ".join("".join(parser.parts).split())  # the parser decoded entities once (not twice)
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~!])")

@@ -77,8 +77,9 @@ from typing import Any
 
 import yaml
 
-from fairsets.publish.atomic import atomic_write_text, sha256_file
-from fairsets.publish.attribution import find_data_file, license_info, safe_link_url
+from fairsets.core.atomic import atomic_write_text, sha256_file
+from fairsets.core.datafiles import find_data_file
+from fairsets.publish.attribution import license_info, safe_link_url
 
 __all__ = [
     "HF_LICENSES",

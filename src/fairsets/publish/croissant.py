@@ -33,7 +33,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from fairsets.publish.atomic import atomic_write_text, sha256_file
+from fairsets.core.atomic import atomic_write_text, sha256_file
 from fairsets.publish.attribution import license_info, safe_link_url
 
 __all__ = ["CONFORMS_TO", "CONTEXT", "build_croissant", "write_croissant"]

@@ -36,9 +36,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from fairsets.publish.atomic import LayoutBusy, layout_lock, sha256_file
+from fairsets.core.atomic import LayoutBusy, layout_lock, sha256_file
+from fairsets.core.short_text import printable_line
 from fairsets.publish.manifest import MANIFEST, verify_layout
-from fairsets.short_text import printable_line
 
 __all__ = [
     "IGNORE_PATTERNS",

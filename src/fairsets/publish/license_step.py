@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..data import Sample
-from ..pipeline.step import Step, StepContext, StepParams
-from ..registry import STEPS
+from fairsets.core.data import Sample
+from fairsets.core.licenses import RESTRICTING_PREFIX, parse_license
+from fairsets.core.registry import STEPS
+from fairsets.core.step import Step, StepContext, StepParams
+
 from .attribution import license_decision, load_policy
-from .license_text import RESTRICTING_PREFIX, parse_license
 
 __all__ = ["LicenseStep"]
 

@@ -20,14 +20,14 @@ API:
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from fairsets.publish.atomic import atomic_write_text, is_temp_name, sha256_file
+from fairsets.core.atomic import atomic_write_text, is_temp_name, sha256_file
+from fairsets.core.version import package_versions
 
 __all__ = [
     "MANIFEST",
@@ -54,15 +54,6 @@ def write_manifest(path: str | os.PathLike[str], manifest: dict[str, Any]) -> di
     return {"path": str(target), "sha256": sha256_file(target), "bytes": target.stat().st_size}
 
 
-def package_versions(names: Iterable[str]) -> dict[str, str | None]:
-    """Return ``{name: installed version or None}`` for distribution ``names``, sorted by name."""
-    out: dict[str, str | None] = {}
-    for name in sorted(set(names)):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
 
 
 def _walk(root: Path) -> list[str]:

@@ -17,7 +17,7 @@ The Parquet tables keep real nulls; pass ``null=None`` to keep nulls in the JSON
 Determinism: TarWriter is given a fixed ``mtime`` (:data:`SHARD_MTIME`), fixed ``uname``/``gname``
 (``fairsets``), fixed mode ``0o644``; uid/gid stay 0 (tarfile's default) and the format is USTAR,
 so identical records give byte-identical shards. A shard is written to a temporary file and
-renamed into place (:func:`fairsets.publish.atomic.atomic_path`).
+renamed into place (:func:`fairsets.core.atomic.atomic_path`).
 
 API:
     * ``shard_name(variant, split, index) -> str`` — ``"shards/{variant}/{split}-{index:05d}.tar"``
@@ -38,8 +38,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from fairsets.data import validate_key
-from fairsets.publish.atomic import atomic_path, sha256_file
+from fairsets.core.atomic import atomic_path, sha256_file
+from fairsets.core.data import validate_key
 
 __all__ = ["SHARD_MTIME", "encode_json", "shard_json", "shard_name", "write_shard", "write_shards"]
 
@@ -106,7 +106,7 @@ def write_shard(
     Args:
         path: destination ``.tar`` path (parents are created).
         records: ``(key, jpeg_bytes, metadata)`` triples; keys must pass
-            :func:`fairsets.data.validate_key` and be unique within the shard.
+            :func:`fairsets.core.data.validate_key` and be unique within the shard.
         mtime: member modification time (keep the default for reproducible shards).
         null: what top-level ``None`` values become in the JSON (None keeps JSON nulls); see
             :func:`shard_json`.

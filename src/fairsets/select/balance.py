@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ..data import validate_key
+from fairsets.core.data import validate_key
+
 from .plan import CellReport, Plan, PlanItem, SplitCount, cell_label
 from .split import (
     allocate,

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..data import derive_seed
+from fairsets.core.data import derive_seed
 
 __all__ = [
     "DEFAULT_FRACTIONS",

@@ -251,7 +251,7 @@ def read_downloaded(workdir: Path | None, row: dict[str, Any]) -> bytes:
 def build_source(
     kind: str, params: dict[str, Any], base_dir: Path, groups: list[str], workdir: Path | None = None
 ) -> Source:
-    from ..registry import SOURCES
+    from fairsets.core.registry import SOURCES
 
     try:
         cls = SOURCES.get(kind)

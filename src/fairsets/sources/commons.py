@@ -42,12 +42,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from fairsets.core.licenses import RESTRICTING_PREFIX, normalise_license, parse_license
+from fairsets.core.short_text import clip, strip_html
+
 from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, cached_json, loads_json, read_capped
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, user_agent
-from ..publish.attribution import strip_html
-from ..publish.license_text import RESTRICTING_PREFIX, normalise_license, parse_license
-from ..short_text import clip
 
 __all__ = [
     "COMMONS_API",

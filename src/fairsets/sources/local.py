@@ -40,10 +40,11 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..data import make_key
+from fairsets.core.data import make_key
+from fairsets.core.registry import SOURCES
+from fairsets.core.textfile import TextFileError, read_text
+
 from ..fetch.localfile import DEFAULT_MAX_BYTES, LocalFileRefused, read_local_file
-from ..registry import SOURCES
-from ..textfile import TextFileError, read_text
 from .base import (
     Source,
     SourceError,

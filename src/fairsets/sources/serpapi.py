@@ -4,7 +4,7 @@ IndicFairFace (§3.1) supplements states with too few Wikimedia images by queryi
 through SerpAPI with per-state, per-gender queries (``"{state} man face"``, ``"{state} woman
 face"``) and checks every result by hand for an open licence and geographic relevance. This
 module runs those queries for the cells still below quota and returns candidate rows marked
-``review = "pending"``; :mod:`fairsets.review` exports them for the manual check and imports the
+``review = "pending"``; :mod:`fairsets.pipeline.review` exports them for the manual check and imports the
 decisions.
 
 Usage-rights filter: SerpAPI's ``google_images`` engine takes ``licenses`` (it overrides the
@@ -50,12 +50,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..data import make_key
+from fairsets.core.data import make_key
+from fairsets.core.licenses import normalise_license
+from fairsets.core.short_text import clip, printable_line
+
 from ..fetch.answers import MAX_ANSWER_BYTES, BadAnswer, cached_json, loads_json, read_capped
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, unreachable
-from ..publish.license_text import normalise_license
-from ..short_text import clip, printable_line
 
 __all__ = [
     "DEFAULT_BACKEND",

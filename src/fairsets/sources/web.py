@@ -11,7 +11,7 @@ QID, so a person's images never straddle the train/test split.
 
 ``serpapi`` (a supplement): Google Images through SerpAPI with the paper's per-cell queries
 (:mod:`fairsets.sources.serpapi`), asked only for cells below quota. Its candidates await manual
-review (``review = "pending"``): see :mod:`fairsets.review`.
+review (``review = "pending"``): see :mod:`fairsets.pipeline.review`.
 
 Raw answers of every service are cached under ``cache_dir`` (default: the build's
 ``.fairsets/cache``), so a re-run asks nothing again.
@@ -24,8 +24,9 @@ from typing import Any
 
 from pydantic import Field
 
-from ..data import make_key
-from ..registry import SOURCES
+from fairsets.core.data import make_key
+from fairsets.core.registry import SOURCES
+
 from .base import Source, SourceError, SourceParams
 
 __all__ = ["SerpApiSource", "UrlsSource", "WikidataSource"]

@@ -81,11 +81,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from fairsets.core.short_text import clip
+from fairsets.core.textfile import read_text
+
 from ..fetch.answers import BadAnswer, loads_json, read_capped_stream
 from ..fetch.cache import DiskCache
 from ..fetch.retry import HttpStatusError, RetryPolicy, call_with_deadline, call_with_retry, user_agent
-from ..short_text import clip
-from ..textfile import read_text
 
 __all__ = [
     "ASSOCIATIONS",
@@ -205,7 +206,7 @@ def load_states(path: str | Path | None = None) -> list[State]:
         FileNotFoundError: if the file does not exist.
     """
     if path is None:
-        from ..publish.attribution import find_data_file
+        from fairsets.core.datafiles import find_data_file
 
         path = find_data_file("builders", "india_states.csv")
     path = Path(path)
@@ -711,9 +712,9 @@ def fetch_to_parquet(
     build's candidates and the other rows keep the full picture. Columns: :data:`OUTPUT_SCHEMA`.
 
     Returns:
-        ``{"path", "sha256", "bytes", "rows"}`` (see :func:`fairsets.publish.metadata.write_table`).
+        ``{"path", "sha256", "bytes", "rows"}`` (see :func:`fairsets.core.tables.write_table`).
     """
-    from ..publish.metadata import write_table
+    from fairsets.core.tables import write_table
 
     chosen = {(r["person"], r["image"], r["state"], r["association"]) for r in assigned}
     pairs: dict[str, set[str]] = defaultdict(set)

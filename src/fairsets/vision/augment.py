@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data import derive_seed
+from fairsets.core.data import derive_seed
 
 __all__ = ["KINDS", "augment", "derive_seed", "jsonable"]
 

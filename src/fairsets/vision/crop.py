@@ -18,9 +18,9 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ..data import Sample
-from ..pipeline.step import Step, StepContext, StepParams
-from ..registry import STEPS
+from fairsets.core.data import Sample
+from fairsets.core.registry import STEPS
+from fairsets.core.step import Step, StepContext, StepParams
 
 __all__ = ["Crop", "crop_box", "crop_pixels"]
 

@@ -10,10 +10,11 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
-from ..data import Sample
+from fairsets.core.data import Sample
+from fairsets.core.registry import STEPS
+from fairsets.core.step import Step, StepContext, StepParams
+
 from ..fetch.localfile import DEFAULT_MAX_BYTES
-from ..pipeline.step import Step, StepContext, StepParams
-from ..registry import STEPS
 from .hashing import phash, pixel_sha256
 from .imageformat import MAX_JPEG_SCANS, ImageDecodeError, image_errors, open_image
 

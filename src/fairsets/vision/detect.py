@@ -1,6 +1,6 @@
 """``detect_face``: find faces with a pluggable detector and keep the largest one.
 
-Detectors live in the :data:`~fairsets.registry.DETECTORS` registry:
+Detectors live in the :data:`~fairsets.core.registry.DETECTORS` registry:
 
 * ``res10`` — OpenCV DNN ResNet-10 SSD (Caffe, 300×300 input), the detector of IndicFairFace §8.2.
   Needs ``deploy.prototxt.txt`` and ``res10_300x300_ssd_iter_140000.caffemodel``: from ``model_dir``,
@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
-from ..data import Sample
-from ..pipeline.step import MissingDependency, Step, StepContext, StepParams
-from ..registry import DETECTORS, STEPS
+from fairsets.core.data import Sample
+from fairsets.core.registry import DETECTORS, STEPS
+from fairsets.core.step import MissingDependency, Step, StepContext, StepParams
 
 __all__ = ["BlazeFaceDetector", "DetectFace", "FaceDetector", "Res10Detector", "file_sha256", "get_detector"]
 

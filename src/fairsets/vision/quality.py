@@ -12,9 +12,9 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field, model_validator
 
-from ..data import Sample
-from ..pipeline.step import Step, StepContext, StepParams
-from ..registry import STEPS
+from fairsets.core.data import Sample
+from fairsets.core.registry import STEPS
+from fairsets.core.step import Step, StepContext, StepParams
 
 __all__ = ["Blur", "Grayscale", "Skin", "delta_color", "laplacian_variance", "skin_ratio"]
 

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from fairsets.registry import Registry
+from fairsets.core.registry import Registry
 
 __all__ = ["GEO_METHODS", "GeoMethod", "get_method", "method_from_spec"]
 

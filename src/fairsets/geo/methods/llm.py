@@ -590,7 +590,7 @@ class LLMMethod(GeoMethod):
 
     def _run(self, todo: list[str], answers: dict[str, str], errors: dict[str, str]) -> None:
         """Ask the endpoint about ``todo``, at most ``concurrency`` at a time, applying the error policy."""
-        from ...pipeline.progress import Progress
+        from fairsets.core.progress import Progress
 
         key = os.environ.get(self.api_key_env, "").strip() or None
         stop = threading.Event()

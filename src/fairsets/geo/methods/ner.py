@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fairsets.core.step import MissingDependency
+
 from ...models.base import ModelUnavailable
-from ...pipeline.step import MissingDependency
 from ..gazetteer import gazetteer, name_key, tokenize
 from .base import GEO_METHODS, GeoMethod
 

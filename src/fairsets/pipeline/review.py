@@ -39,9 +39,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from .publish.atomic import atomic_write_text
-from .publish.attribution import license_decision, load_policy, requires_attribution, safe_link_url
-from .publish.metadata import write_table
+from fairsets.core.atomic import atomic_write_text
+from fairsets.core.tables import write_table
+from fairsets.publish.attribution import license_decision, load_policy, requires_attribution, safe_link_url
 
 __all__ = [
     "CSV_TAIL",
@@ -84,7 +84,7 @@ def _thumbnail_uri(data: bytes | None) -> str | None:
         return None
     from PIL import ImageOps
 
-    from .vision.imageformat import ImageDecodeError, image_errors, open_image
+    from fairsets.vision.imageformat import ImageDecodeError, image_errors, open_image
 
     try:
         with open_image(data) as im, image_errors():  # allowed formats only (no EPS/Ghostscript)

@@ -32,7 +32,7 @@ def write_checked_npz(
     path: str | os.PathLike[str], header: Mapping[str, Any], arrays: Mapping[str, Any]
 ) -> Path:
     """Write ``header`` (as a JSON string member) and ``arrays`` to ``path``; returns the path."""
-    from .atomic import atomic_path
+    from fairsets.core.atomic import atomic_path
 
     text = json.dumps(dict(header), sort_keys=True, allow_nan=False)
     members = {"header": np.array(text), **arrays}

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..data import Sample
+from fairsets.core.data import Sample
 
 __all__ = ["MissingDependency", "Step", "StepContext", "StepParams", "build_step", "check_requires"]
 
@@ -100,7 +100,7 @@ class Step:
 
 def build_step(name: str, params: dict[str, Any]) -> Step:
     """Instantiate the registered step ``name`` with ``params``; errors name the step and key."""
-    from ..registry import STEPS, UnknownName
+    from fairsets.core.registry import STEPS, UnknownName
 
     cls = STEPS.get(name)
     try:

@@ -202,7 +202,7 @@ class Recipe(_Strict):
         Local paths are published relative to the recipe's folder, never as absolute paths of the
         curator's file system (see :func:`fairsets.sources.base.public_paths`).
         """
-        from .sources.base import public_paths
+        from fairsets.sources.base import public_paths
 
         return public_paths(self.model_dump(mode="json", exclude={"base_dir"}), self.base_dir)
 
@@ -271,8 +271,8 @@ def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
 
 def resolve_steps(recipe: Recipe) -> list[Any]:
     """Instantiate the recipe's steps (importing the step modules so they register)."""
-    from .pipeline.step import build_step
-    from .registry import STEPS
+    from fairsets.core.registry import STEPS
+    from fairsets.core.step import build_step
 
     _import_components()
     steps = []
@@ -288,9 +288,9 @@ def resolve_steps(recipe: Recipe) -> list[Any]:
 
 def _import_components() -> None:
     """Import the modules whose import registers steps and sources."""
-    from . import sources as _sources  # noqa: F401
-    from . import vision as _vision  # noqa: F401
-    from .publish import license_step as _license_step  # noqa: F401
+    from fairsets import sources as _sources  # noqa: F401
+    from fairsets import vision as _vision  # noqa: F401
+    from fairsets.publish import license_step as _license_step  # noqa: F401
 
 
 def config_hash(obj: Any) -> str:

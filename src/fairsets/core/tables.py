@@ -38,7 +38,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fairsets.publish.atomic import atomic_path, sha256_file
+from fairsets.core.atomic import atomic_path, sha256_file
 
 __all__ = [
     "COLUMN_TYPES",

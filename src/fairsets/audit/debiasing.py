@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fairsets.publish.atomic import atomic_path
+from fairsets.core.atomic import atomic_path
 
 if TYPE_CHECKING:
+    from fairsets.core.progress import Progress
     from fairsets.debias.transform import DebiasTransform
     from fairsets.models import VLM
-    from fairsets.pipeline.progress import Progress
 
 __all__ = ["apply_to_file", "fit_on_dataset", "read_embeddings", "write_embeddings"]
 
@@ -47,9 +47,9 @@ def fit_on_dataset(
     from fairsets.audit.dataset import open_dataset
     from fairsets.audit.embeddings import EmbeddingCache, embed_dataset, embed_texts
     from fairsets.audit.vlm import group_labels
+    from fairsets.core.step import check_requires
     from fairsets.debias.transform import fit_transform
     from fairsets.models import load_vlm
-    from fairsets.pipeline.step import check_requires
 
     needs = {"inlp": (("sklearn", "vlm"),), "leace": (("concept_erasure", "vlm"), ("torch", "vlm"))}
     check_requires(f"debias method {method!r}", needs.get(method, ()))

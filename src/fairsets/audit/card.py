@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from fairsets.audit.report import format_change, format_number
-from fairsets.publish.atomic import LayoutBusy, atomic_write_text, layout_lock, sha256_file
+from fairsets.core.atomic import LayoutBusy, atomic_write_text, layout_lock, sha256_file
 from fairsets.publish.manifest import MANIFEST, write_manifest
 
 __all__ = ["AUDIT_FILE", "SECTION_HEADING", "card_audit_section", "load_audit", "update_card"]

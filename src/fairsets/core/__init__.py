@@ -1,0 +1,12 @@
+"""The ground floor every other package stands on; it imports nothing else from fairsets.
+
+Samples and keys (:mod:`~fairsets.core.data`), registries (:mod:`~fairsets.core.registry`), the Step
+contract and optional-dependency checks (:mod:`~fairsets.core.step`), atomic file writes
+(:mod:`~fairsets.core.atomic`), Parquet tables (:mod:`~fairsets.core.tables`), checked ``.npz``
+files (:mod:`~fairsets.core.checked_npz`), licence recognition (:mod:`~fairsets.core.licenses`),
+progress (:mod:`~fairsets.core.progress`), worker processes (:mod:`~fairsets.core.processes`),
+text from outside (:mod:`~fairsets.core.short_text`, :mod:`~fairsets.core.textfile`), shipped data
+files (:mod:`~fairsets.core.datafiles`) and versions (:mod:`~fairsets.core.version`).
+
+Importing this package imports none of its modules: each is imported where it is used.
+"""
