@@ -86,3 +86,33 @@ def test_alpha_out_of_range(alpha: object) -> None:
 def test_shape_mismatch() -> None:
     with pytest.raises(ValueError, match="same shape"):
         slerp(np.ones((2, 3)), np.ones((2, 4)), 0.5)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.4, 1.0])
+@pytest.mark.parametrize("shape", [(7,), (5, 7)])
+def test_slerp_leaves_its_inputs_alone(alpha, shape):
+    """slerp computes in a scratch copy: a caller's float64 arrays (and views of them) are not written."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=shape)
+    p = rng.normal(size=shape)
+    x0, p0 = x.copy(), p.copy()
+    slerp(x, p, alpha)
+    assert np.array_equal(x, x0) and np.array_equal(p, p0)
+
+
+def test_transform_apply_is_the_formula_bit_for_bit():
+    """apply's fused passes give exactly slerp(x, x A^T + b, alpha) + beta |x| t, cast to float32."""
+    from fairsets.debias.transform import fit_transform
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(240, 16)).astype(np.float32)
+    y = [f"g{i % 3}" for i in range(len(X))]
+    for g in range(3):
+        X[g::3] += rng.normal(scale=0.5, size=16).astype(np.float32)
+    for alpha in (1.0, 0.5):
+        tr = fit_transform(X, y, method="inlp", target=rng.normal(size=16), alpha=alpha)
+        x64 = X.astype(np.float64)
+        ref = slerp(x64, x64 @ tr.A.T + tr.b, tr.alpha)
+        if tr.target is not None and tr.beta != 0.0:
+            ref = ref + (tr.beta * np.linalg.norm(x64, axis=1, keepdims=True)) * tr.target[None, :]
+        assert tr.apply(X).tobytes() == ref.astype(np.float32).tobytes()

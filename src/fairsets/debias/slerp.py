@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-__all__ = ["slerp"]
+__all__ = ["slerp", "slerp_rows"]
 
 _EPS_ANGLE = 1e-7
 
@@ -61,17 +61,25 @@ def slerp(v_orig: np.ndarray, v_proj: np.ndarray, alpha: float) -> np.ndarray:
     one_d = x.ndim == 1
     x2 = x.reshape(1, -1) if one_d else x
     p2 = p.reshape(1, -1) if one_d else p
-
     nx = np.linalg.norm(x2, axis=1, keepdims=True)
+    out = slerp_rows(x2, p2.copy(), a, nx)  # a copy: slerp_rows writes into its second argument
+    return out.reshape(-1) if one_d else out
+
+
+def slerp_rows(x2: np.ndarray, p2: np.ndarray, a: float, nx: np.ndarray) -> np.ndarray:
+    """:func:`slerp` on checked ``(n, d)`` float64 rows, given ``nx = |x2|`` row norms (``(n, 1)``).
+
+    ``p2`` is used as scratch space: pass an array the caller no longer needs (the projection just
+    computed). Each branch does the same arithmetic as before, in as few passes over ``(n, d)`` as
+    that allows, so the results are bit-for-bit those of the straightforward formulas.
+    """
     if a == 0.0:  # the original (rescaled to its own norm): nothing to interpolate
-        out = x2.copy()
-        return out.reshape(-1) if one_d else out
+        return x2.copy()
     npj = np.linalg.norm(p2, axis=1, keepdims=True)
-    u = x2 / np.where(nx > 0, nx, 1.0)
-    q = p2 / np.where(npj > 0, npj, 1.0)
+    q = np.divide(p2, np.where(npj > 0, npj, 1.0), out=p2)
     if a == 1.0:  # eq. 9 at alpha = 1 is the projected direction; skip the trigonometry
-        out = q * nx
-        return out.reshape(-1) if one_d else out
+        return np.multiply(q, nx, out=q)
+    u = x2 / np.where(nx > 0, nx, 1.0)
     cos = np.clip(np.einsum("ij,ij->i", u, q), -1.0, 1.0)[:, None]
     theta = np.arccos(cos)
     sin_t = np.sin(theta)
@@ -87,4 +95,4 @@ def slerp(v_orig: np.ndarray, v_proj: np.ndarray, alpha: float) -> np.ndarray:
         nl = np.linalg.norm(lin, axis=1, keepdims=True)
         out = np.where(near_opposite, lin / np.where(nl > 0, nl, 1.0), out)
     out = out * nx
-    return out.reshape(-1) if one_d else out
+    return out
