@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import ValidationError
 
-from fairsets.fetch import guard
 from fairsets.fetch.guard import (
     BlockedAddress,
     FetchPolicy,
@@ -26,6 +25,7 @@ from fairsets.fetch.guard import (
     refusal_reason,
     resolve_and_check,
 )
+from fairsets.fetch.guard import addresses as guard_addresses
 from servers import LoopbackServer, Response
 
 LOOP = FetchPolicy(allow_loopback=True, timeout=1)
@@ -109,7 +109,7 @@ def _fake_resolver(table: dict[str, list[str]], calls: list[str]) -> Any:
 def test_resolve_and_check_refuses_a_name_with_any_private_address(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     table = {"mixed.example.test": ["93.184.216.34", "10.1.1.1"], "pub.example.test": ["93.184.216.34"]}
-    monkeypatch.setattr(guard, "_getaddrinfo", _fake_resolver(table, calls))
+    monkeypatch.setattr(guard_addresses, "_getaddrinfo", _fake_resolver(table, calls))
     with pytest.raises(BlockedAddress, match=r"mixed\.example\.test: 10\.1\.1\.1 is private"):
         resolve_and_check("mixed.example.test", 80, FetchPolicy())
     assert resolve_and_check("pub.example.test", 443, FetchPolicy()) == [
@@ -124,7 +124,9 @@ def test_hostname_resolving_to_private_is_refused_before_connecting(
     monkeypatch: pytest.MonkeyPatch, no_egress: Any
 ) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(guard, "_getaddrinfo", _fake_resolver({"img.example.test": ["10.20.30.40"]}, calls))
+    monkeypatch.setattr(
+        guard_addresses, "_getaddrinfo", _fake_resolver({"img.example.test": ["10.20.30.40"]}, calls)
+    )
     res = fetch_url("http://img.example.test/a.jpg?token=SECRET", LOOP)
     assert res.status == "rejected"
     expected = "host img.example.test: 10.20.30.40 is private (allowed only with allow_private=True)"
@@ -142,7 +144,7 @@ def test_name_is_resolved_once_and_host_header_kept(monkeypatch: pytest.MonkeyPa
     def rebinding(host: str, port: int, *args: Any, **kwargs: Any) -> list[tuple]:
         return _fake_resolver({host: next(answers)}, calls)(host, port)
 
-    monkeypatch.setattr(guard, "_getaddrinfo", rebinding)
+    monkeypatch.setattr(guard_addresses, "_getaddrinfo", rebinding)
     seen_hosts: list[str] = []
     images.srv.route(
         "/host.jpg", lambda req: (seen_hosts.append(req.headers["Host"]), Response(200, {}, b"x"))[1]
