@@ -21,14 +21,12 @@ import itertools
 import json
 import logging
 import os
-import re
 import shutil
 import signal
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +36,7 @@ from fairsets.pipeline.config import Recipe, config_hash, resolve_steps
 
 from ..sources import build_source
 from .executors import WORKERS_LOCK, get_executor, workers_busy
+from .layout import SPLITS, WORKDIR, BuildError, BuildResult, remove_stale  # noqa: F401 - re-exported
 from .tasks import (
     materialize_task_done,
     read_marker,
@@ -47,36 +46,14 @@ from .tasks import (
     sample_task_done,
 )
 
-__all__ = ["WORKDIR", "BuildError", "BuildResult", "BuildStopped", "build", "check_sources"]
+__all__ = ["WORKDIR", "BuildError", "BuildResult", "BuildStopped", "build", "check_sources", "remove_stale"]
 
 log = logging.getLogger(__name__)
 
-WORKDIR = ".fairsets"
-SPLITS = ("train", "test")
 # Columns of the pool that stay internal (not published as sample metadata).
 _INTERNAL = {"image", "status", "step", "reason", "phash", "annotations", "path"}
 # The column that carries each row's task file in ``_collect`` (no listing column can be named so).
 _FILE_COLUMN = "__fairsets_task_file__"
-
-
-class BuildError(RuntimeError):
-    """The build cannot go on (bad input, a failed task, a locked output folder).
-
-    ``str(error)`` speaks to Python callers (``force=True``); ``error.cli`` says the same to a
-    command-line user (``--force``, ``--out``).
-    """
-
-    def __init__(self, message: str, *, cli: str | None = None) -> None:
-        super().__init__(message)
-        self.cli = cli or message
-
-
-@dataclass
-class BuildResult:
-    out: Path
-    summary: dict[str, Any]
-    manifest: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
 
 
 class BuildStopped(SystemExit):
@@ -694,30 +671,3 @@ def _materialize_specs(recipe: Recipe, plan: Any, pool: list[dict], workdir: Pat
                 }
             )
     return specs
-
-
-#: What an earlier build published under shards/ and metadata/ (shard_name, metadata_name): only
-#: files named so are ever removed as stale; anything else there is the user's (``--force``).
-_OURS = re.compile(r"^(shards/[\w-]+/[\w-]+-\d{5,}\.tar|metadata/[\w-]+/[\w-]+\.parquet)$")
-
-
-def remove_stale(out: Path, keep: set[str]) -> list[str]:
-    """Delete shard/metadata files from earlier runs that this build no longer publishes.
-
-    Only files named like a fairsets shard or metadata table (and not symlinks) are removed: a
-    folder built into with ``--force`` may hold the user's own ``metadata/`` or ``shards/`` files,
-    which stay (and ``publish`` then reports them as not in the manifest)."""
-    removed = []
-    for sub in ("shards", "metadata"):
-        root = out / sub
-        if not root.is_dir():
-            continue
-        for p in sorted(root.rglob("*")):
-            rel = p.relative_to(out).as_posix()
-            if p.is_file() and not p.is_symlink() and rel not in keep and _OURS.match(rel):
-                p.unlink()
-                removed.append(rel)
-        for d in [*sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True), root]:
-            if not any(d.iterdir()):  # the root too: a build that publishes nothing leaves no shards/
-                shutil.rmtree(d)
-    return removed

@@ -91,7 +91,7 @@ def publish_layout(
     from ..publish.card import render_card, render_empty_card
     from ..publish.croissant import write_croissant
     from ..publish.manifest import file_entries, package_versions, write_manifest
-    from .build import BuildResult, remove_stale
+    from .layout import BuildResult, remove_stale
 
     groups = list(recipe.groups)
     # metadata/{variant}/{split}.parquet, in shard order
