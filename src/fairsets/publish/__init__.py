@@ -11,7 +11,7 @@
     OUT/manifest.json                          recipe, versions, counts, file hashes (manifest.py)
 
 Variants are ``imbalanced``, ``balanced`` and ``augmented``; splits are ``train`` and ``test``.
-Every file is written atomically (``atomic.py``) and deterministically: the same inputs give
+Every file is written atomically (``core/atomic.py``) and deterministically: the same inputs give
 byte-identical outputs. Write order for a build: shards, metadata tables, rejects, attribution,
 croissant (hashes the shards and tables), card, and the manifest last (``file_entries`` hashes
 everything else); :func:`verify_layout` checks the result.

@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- normalisation
-# Licence texts are recognised whole by the grammar in license_text.py.
+# Licence texts are recognised whole by the grammar in core/licenses.py.
 
 # --------------------------------------------------------------------------- policy
 
