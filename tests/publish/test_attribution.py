@@ -205,18 +205,19 @@ def test_card_never_links_unsafe_licence_urls(
     layout: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from fairsets.publish import card
+    from fairsets.publish.card import body as card_body
 
-    real = card.license_info
+    real = card_body.license_info
 
     def hostile(spdx: str | None, policy: Any = None) -> dict[str, Any] | None:
         info = real(spdx, policy)
         return info and {**info, "url": "javascript:alert(1)"}
 
-    monkeypatch.setattr(card, "license_info", hostile)
+    monkeypatch.setattr(card_body, "license_info", hostile)
     text = card.render_card(layout[1]["summary"])
     assert not [link for link in _links(text) if "javascript" in link]  # never a link ...
     assert "| CC0 1.0 Universal | 3 |" in text  # ... the licence is named without one
-    monkeypatch.setattr(card, "license_info", real)
+    monkeypatch.setattr(card_body, "license_info", real)
     assert "](https://creativecommons.org/publicdomain/zero/1.0/)" in card.render_card(layout[1]["summary"])
 
 
