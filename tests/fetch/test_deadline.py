@@ -427,14 +427,14 @@ def test_serpapi_request_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None
 @pytest.mark.timeout(30)
 def test_wikidata_query_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("SPARQLWrapper")
-    from fairsets.sources import wikidata
+    from fairsets.sources.wikidata import service
 
-    monkeypatch.setattr(wikidata, "DEADLINE_MARGIN", 0.0)
+    monkeypatch.setattr(service, "DEADLINE_MARGIN", 0.0)
     with LoopbackServer() as srv:
         _drip_json(srv, "/sparql")
         t0 = time.monotonic()
         with pytest.raises(TooSlow, match=r"query service 127\.0\.0\.1:\d+: no complete answer within 1 s"):
-            wikidata._request(srv.url("/sparql"), "SELECT * WHERE {}", "ua-test", timeout=0.5)
+            service._request(srv.url("/sparql"), "SELECT * WHERE {}", "ua-test", timeout=0.5)
         assert time.monotonic() - t0 < 1.0 + MARGIN
 
 
@@ -444,6 +444,7 @@ def test_wikidata_paging_ends_when_the_endpoint_ignores_offset(monkeypatch: pyte
     import json
 
     from fairsets.sources import wikidata
+    from fairsets.sources.wikidata import people
 
     page = {
         "head": {"vars": ["person", "image"]},
@@ -465,7 +466,7 @@ def test_wikidata_paging_ends_when_the_endpoint_ignores_offset(monkeypatch: pyte
         calls.append(query)
         return json.dumps(page).encode()
 
-    monkeypatch.setattr(wikidata, "_request", same_page)
+    monkeypatch.setattr(people, "_request", same_page)
     state = wikidata.State("Q1159", "Goa")
     with pytest.raises(wikidata.SparqlResponseError, match="ignores OFFSET"):
         wikidata.fetch_people([state], ["male"], endpoint="http://127.0.0.1:9/sparql", page_size=1)

@@ -252,8 +252,9 @@ def test_sparql_json_bombs_are_clear_errors(body: bytes) -> None:
 @pytest.mark.timeout(30)
 def test_sparql_answer_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
     from fairsets.sources import wikidata
+    from fairsets.sources.wikidata import service
 
-    monkeypatch.setattr(wikidata, "MAX_ANSWER_BYTES", 1000)
+    monkeypatch.setattr(service, "MAX_ANSWER_BYTES", 1000)
     big = _bindings(*[_person(i, "x" * 50) for i in range(1, 50)])
     with pytest.raises(wikidata.SparqlResponseError, match=r"more than 1000 bytes.*page_size"):
         _sparql(big)
@@ -358,9 +359,10 @@ def test_sparql_new_full_pages_forever_end(monkeypatch: pytest.MonkeyPatch) -> N
     import re
 
     from fairsets.sources import wikidata
+    from fairsets.sources.wikidata import people
     from servers import Request
 
-    monkeypatch.setattr(wikidata, "MAX_ROWS_PER_QUERY", 20)
+    monkeypatch.setattr(people, "MAX_ROWS_PER_QUERY", 20)
 
     def endless(req: Request) -> Response:  # a different full page at every offset
         offset = int(re.search(r"OFFSET (\d+)", req.query["query"][0]).group(1))
