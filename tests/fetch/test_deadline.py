@@ -379,7 +379,7 @@ def test_llm_client_ends_a_drip() -> None:
 @pytest.mark.timeout(30)
 def test_commons_api_call_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("requests")  # imported by the client: not part of the time measured
-    from fairsets.sources import commons
+    from fairsets.sources.commons import api as commons_api
 
     class StuckSession:
         calls = 0
@@ -388,10 +388,10 @@ def test_commons_api_call_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> Non
             StuckSession.calls += 1
             time.sleep(5)  # a drip: the client's per-read timeout never fires
 
-    monkeypatch.setattr(commons, "DEADLINE", 0.3)
+    monkeypatch.setattr(commons_api, "DEADLINE", 0.3)
     t0 = time.monotonic()
     with pytest.raises(TooSlow, match=r"MediaWiki API 127\.0\.0\.1:9: no complete answer within 0.3 s"):
-        commons._post(
+        commons_api._post(
             StuckSession(),
             "http://127.0.0.1:9/w/api.php",
             {},

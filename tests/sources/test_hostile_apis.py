@@ -15,8 +15,8 @@ import pytest
 
 from fairsets.fetch import answers
 from fairsets.fetch.retry import RetryPolicy
-from fairsets.sources import commons
 from fairsets.sources.commons import CommonsError, file_info
+from fairsets.sources.commons import api as commons_api
 from servers import LoopbackServer, Response, json_response
 
 NO_RETRY = RetryPolicy(attempts=1, backoff=0)
@@ -46,7 +46,7 @@ def _commons(resp: Response | list[Response], **kw: Any) -> dict[str, dict[str, 
 
 @pytest.mark.timeout(30)
 def test_commons_gzip_bomb_is_refused_before_it_inflates(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(commons, "MAX_ANSWER_BYTES", 1 << 20)
+    monkeypatch.setattr(commons_api, "MAX_ANSWER_BYTES", 1 << 20)
     bomb = _gzip_bomb(64 << 20)
     assert len(bomb) < 200_000
     resp = Response(200, {"Content-Type": "application/json", "Content-Encoding": "gzip"}, bomb)
