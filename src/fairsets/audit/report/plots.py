@@ -1,0 +1,102 @@
+"""Plots for the HTML reports: matplotlib figures on their own Agg canvas, embedded as base64 PNGs.
+
+Shared by the audit report and the geographic report (:mod:`fairsets.geo.report`). matplotlib is
+imported only when a figure is drawn; pyplot and the global backend are not touched. Figures are
+drawn at 100 dpi and saved without a ``Software`` stamp, so the same figure gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["DPI", "bar_png", "figure", "mpl_label", "png_uri"]
+
+DPI = 100
+_COLOURS = {"original": "#4c72b0", "debiased": "#dd8452"}
+
+
+def figure(width: float, height: float) -> Any:
+    """A figure of ``width`` × ``height`` inches with constrained layout on its own Agg canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def png_uri(fig: Any) -> str:
+    """The figure as a ``data:image/png;base64`` URI."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def mpl_label(text: str) -> str:
+    """Keep matplotlib from reading ``$...$`` in a label as mathtext."""
+    return str(text).replace("$", r"\$")
+
+
+def bar_png(
+    groups: Sequence[str],
+    series: Sequence[tuple[str, Sequence[float]]],
+    *,
+    title: str,
+    ylabel: str,
+    reference: float | None = None,
+    reference_label: str = "",
+    zoom: bool = False,
+    ylim: tuple[float, float] | None = None,
+    integer: bool = False,
+) -> str:
+    """Grouped bar chart as a ``data:image/png;base64`` URI."""
+    import numpy as np
+    from matplotlib.ticker import MaxNLocator
+
+    n = len(groups)
+    per_group = 0.18 + 0.12 * max(1, len(series))
+    width = min(max(6.0, 1.6 + per_group * n), 30.0)
+    longest = max((len(str(g)) for g in groups), default=1)
+    height = 3.2 + min(longest, 40) * 0.055
+    fig = figure(width, height)
+    ax = fig.add_subplot()
+    x = np.arange(n)
+    bar_w = 0.8 / max(1, len(series))
+    all_values: list[float] = []
+    for i, (label, values) in enumerate(series):
+        vals = [float(v) for v in values]
+        all_values += [v for v in vals if math.isfinite(v)]
+        offset = (i - (len(series) - 1) / 2) * bar_w
+        ax.bar(x + offset, vals, bar_w, label=mpl_label(label), color=_COLOURS.get(label))
+    if reference is not None:
+        ax.axhline(reference, color="#333333", linestyle="--", linewidth=1, label=mpl_label(reference_label))
+    ax.set_xticks(x)
+    rotate = n > 6 or longest > 10
+    ax.set_xticklabels(
+        [mpl_label(g) for g in groups],
+        rotation=60 if rotate else 0,
+        ha="right" if rotate else "center",
+        rotation_mode="anchor",
+        fontsize=8 if n > 20 else 9,
+    )
+    ax.set_xlim(-0.6, n - 0.4)
+    ax.set_ylabel(mpl_label(ylabel))
+    ax.set_title(textwrap.fill(mpl_label(title), width=max(40, int(width * 11))), fontsize=10)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    elif zoom and all_values:
+        lo, hi = min(all_values), max(all_values)
+        pad = (hi - lo) * 0.15 or max(abs(hi) * 0.05, 1e-3)
+        ax.set_ylim(lo - pad, hi + pad)
+    if integer:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    if len(series) > 1 or reference is not None:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return png_uri(fig)
