@@ -200,7 +200,7 @@ def call_with_deadline(fn: Callable[[], T], seconds: float, *, what: str = "requ
     Returns:
         What ``fn`` returns; what it raises is raised here.
     """
-    from .guard import TooSlow
+    from .guard.refusals import TooSlow
 
     if not seconds > 0:
         raise ValueError(f"deadline must be > 0 seconds, not {seconds!r}")
