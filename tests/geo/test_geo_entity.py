@@ -571,7 +571,7 @@ def test_cli_bad_present_value_exits_with_one_line_error(tmp_path: Path) -> None
 def test_image_paths_that_are_not_regular_files_are_reasons_not_hangs(tmp_path):
     import os
 
-    from fairsets.geo.entity import _read_item
+    from fairsets.geo.entity.embedding import _read_item
 
     os.mkfifo(tmp_path / "pipe.png")
     assert _read_item("pipe.png", tmp_path) == (
