@@ -1,0 +1,49 @@
+"""``offline``: the best caption → country mapping without a language model.
+
+Pipeline per caption (no model, ~10k captions/s on one core):
+
+1. **Tokens and casing.** Words with their original case; the caption's case mode (``normal``
+   sentence case, ``title`` case, ``upper``, ``lower``) decides how much a capital letter says.
+2. **False friends.** Phrases from ``data/false_friends.txt`` (French fries, turkey dinner,
+   Paris Hilton, Air Jordan, stock photo, …) are masked before any lookup.
+3. **Entities.** Longest gazetteer matches (countries, aliases, demonyms, ISO 3166-2
+   subdivisions, English names of regions/landmarks/islands, GeoNames cities ≥ 1,000
+   inhabitants, exonyms) — the "entities" are the spans the gazetteer knows.
+4. **Evidence per mention.** A base strength by kind (a country name says more than a village
+   name; a city's strength grows with log population). Names that are also English words
+   (Nice, Reading, Sale, Split, Mobile, Victoria, Jordan…) need evidence: a capital letter in a
+   sentence-case caption, a preposition before (in, at, near, from, visit…), a place noun
+   after (beach, hotel, airport…), or another mention of the same country next to them
+   ("Reading, Berkshire"). Given names followed by a surname-like word ("Sydney Sweeney") and
+   names after a title ("Queen Victoria") are people. Demonyms followed by style/food words
+   ("Italian style", "Mexican recipe") are not places.
+5. **Ambiguity policy.** Each mention spreads its strength over its candidate countries in
+   proportion to population × a mild prior for the countries English web captions talk about
+   most; mentions that support the same country reinforce each other, so "Paris, Texas" →
+   USA, "Cambridge, MA" → USA, "Victoria, BC" → CAN, "Perth, Scotland" → GBR, "Tbilisi,
+   Georgia" → GEO.
+6. **Decision.** The country with the highest total wins if it reaches ``threshold``;
+   otherwise "no country".
+"""
+
+from __future__ import annotations
+
+from .lexicon import (  # noqa: F401  (the policy's word lists and strengths stay importable from here)
+    BRANDS,
+    CONTAINERS,
+    COUNTRY_PRIOR,
+    DEMONYM_BLOCKERS,
+    KIND_STRENGTH,
+    MONTHS,
+    PEOPLE_NOUNS,
+    PLACE_NOUNS,
+    PREPOSITIONS,
+    REGION_POPULATION,
+    STOPWORDS,
+    STYLE_WORDS,
+    TITLES,
+    WEAK,
+)
+from .method import Mention, OfflineMethod, explain  # noqa: F401  (importing registers ``offline``)
+
+__all__ = ["OfflineMethod", "explain"]
