@@ -16,7 +16,6 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from fairsets.geo import diversity as div_mod
 from fairsets.geo.analyze import run_analysis
 from fairsets.geo.diversity import (
     MINILM_ENV,
@@ -28,6 +27,7 @@ from fairsets.geo.diversity import (
     l2_normalize,
     resolve_minilm,
 )
+from fairsets.geo.diversity import encoders as encoders_mod
 from fairsets.models import ModelUnavailable
 
 
@@ -97,7 +97,7 @@ def test_resolve_minilm_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     with pytest.raises(ModelUnavailable, match="does not exist"):
         resolve_minilm()
     monkeypatch.delenv(MINILM_ENV)
-    monkeypatch.setattr(div_mod, "_MINILM_PACKAGE", "no_such_minilm_package")
+    monkeypatch.setattr(encoders_mod, "_MINILM_PACKAGE", "no_such_minilm_package")
     assert resolve_minilm() == MINILM_HUB_ID
 
 

