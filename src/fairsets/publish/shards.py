@@ -101,7 +101,7 @@ def write_shard(
     mtime: int = SHARD_MTIME,
     null: str | None = "",
 ) -> dict[str, Any]:
-    """Write one WebDataset shard atomically with :class:`webdataset.TarWriter`.
+    """Write one WebDataset shard atomically (the bytes :class:`webdataset.TarWriter` writes).
 
     Args:
         path: destination ``.tar`` path (parents are created).
@@ -118,14 +118,14 @@ def write_shard(
         ValueError: on an illegal or duplicate key, non-bytes image data, or metadata that is not
             JSON-serialisable. Nothing is left at ``path`` (nor a temporary file) on error.
     """
-    import webdataset as wds  # heavy-ish import kept lazy
+    from .tarwriter import TarWriter  # webdataset's tar layout without importing webdataset (PyTorch)
 
     target = Path(path)
     seen: set[str] = set()
     count = 0
     with atomic_path(target) as tmp:
         with open(tmp, "wb") as f:
-            writer = wds.TarWriter(f, user=_OWNER, group=_OWNER, mode=_MODE, mtime=mtime, encoder=False)
+            writer = TarWriter(f, user=_OWNER, group=_OWNER, mode=_MODE, mtime=mtime, encoder=False)
             try:
                 for key, jpeg, meta in records:
                     validate_key(key)
