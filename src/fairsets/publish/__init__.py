@@ -5,7 +5,7 @@
     OUT/shards/{variant}/{split}-{NNNNN}.tar   WebDataset: {key}.jpg + {key}.json   (shards.py)
     OUT/metadata/{variant}/{split}.parquet     one row per published sample         (core/tables.py)
     OUT/rejects.parquet                        one row per candidate not published   (core/tables.py)
-    OUT/README.md                              Hugging Face dataset card             (card.py)
+    OUT/README.md                              Hugging Face dataset card             (card/)
     OUT/croissant.json                         Croissant 1.0 with checksums          (croissant.py)
     OUT/ATTRIBUTION.md                         credit lines for CC BY / BY-SA images (attribution.py)
     OUT/manifest.json                          recipe, versions, counts, file hashes (manifest.py)
