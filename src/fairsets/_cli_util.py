@@ -4,11 +4,13 @@ Every CLI error is one line on stderr (the problem, then the fix), exit code 2, 
 ``fairsets --debug …`` (or ``FAIRSETS_DEBUG=1``) adds the traceback. :func:`die` is how a command
 reports an error it expected; :func:`describe` turns any exception that escaped a command into
 that one line (:class:`fairsets.cli.FairsetsApp` calls it at the entry point).
+:func:`setup_logging` sets the ``fairsets`` loggers' level for a command (``-v``, ``--quiet``).
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import sys
 import traceback
@@ -30,6 +32,22 @@ VERBOSE = False
 def debug_enabled() -> bool:
     """``--debug`` was given, or ``FAIRSETS_DEBUG`` is set to something other than 0/empty."""
     return DEBUG or os.environ.get("FAIRSETS_DEBUG", "").strip() not in ("", "0")
+
+
+def setup_logging(verbose: bool, quiet: bool) -> None:
+    """The ``fairsets`` loggers' level for a command: DEBUG under ``fairsets -v`` (given before the
+    command, it wins over the command's defaults and its ``--quiet``), else WARNING with ``--quiet``,
+    else INFO."""
+    verbose = verbose or VERBOSE
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    # Other libraries (open_clip logs to the root logger) speak only at WARNING and above, or INFO
+    # under -v (their DEBUG, e.g. Pillow's chunk-by-chunk trace, would drown fairsets' own).
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("fairsets").setLevel(level)
 
 
 def one_line(message: object) -> str:

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._cli_util import die
+from fairsets._cli_util import die
 
 log = logging.getLogger(__name__)
 out_console = Console()
@@ -46,9 +46,8 @@ def parse_options(pairs: list[str] | None) -> dict[str, Any]:
 
 def build_method(name: str, options: list[str] | None) -> Any:
     from fairsets.core.step import MissingDependency
-
-    from ..models.base import ModelUnavailable
-    from .methods import get_method
+    from fairsets.geo.methods import get_method
+    from fairsets.models.base import ModelUnavailable
 
     try:
         return get_method(name, **parse_options(options))
@@ -94,9 +93,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Map captions to countries (ISO 3166-1 alpha-3, empty for none), one row per input, in order."""
         from fairsets.core.progress import Progress
-
-        from ..pipeline.executors import TaskFailed
-        from .profile import (
+        from fairsets.geo.profile import (
             CAPTION_FORMATS,
             ProfileError,
             check_shard_out,
@@ -104,6 +101,7 @@ def register(app: typer.Typer) -> None:
             profile_shards,
             shard_inputs,
         )
+        from fairsets.pipeline.executors import TaskFailed
 
         if executor not in ("local", "ray"):
             die(f"--executor must be 'local' or 'ray', not {executor!r}")
@@ -176,8 +174,8 @@ def register(app: typer.Typer) -> None:
         """Precision/recall as in the paper (Table 9), F1, the none confusion and per-continent scores."""
         import time
 
-        from .evaluate import LabelError, evaluate, load_labelled, write_evaluation
-        from .profile import ProfileError
+        from fairsets.geo.evaluate import LabelError, evaluate, load_labelled, write_evaluation
+        from fairsets.geo.profile import ProfileError
 
         try:
             captions, gold = load_labelled(labelled)
@@ -221,14 +219,14 @@ def register(app: typer.Typer) -> None:
         caption: Annotated[str, typer.Argument(help="One caption.")],
     ) -> None:
         """Show how the offline method reads a caption: mentions, evidence and country scores."""
-        from .methods.offline import explain
+        from fairsets.geo.methods.offline import explain
 
         out_console.print_json(json.dumps(explain(caption), ensure_ascii=False))
 
     @app.command("methods")
     def methods_cmd() -> None:
         """List the registered caption → country methods."""
-        from .methods import GEO_METHODS
+        from fairsets.geo.methods import GEO_METHODS
 
         for name in GEO_METHODS.names():
             doc = (GEO_METHODS.get(name).__module__ or "").rsplit(".", 1)[-1]

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .._cli_util import die
+from fairsets._cli_util import die
 
 _MODEL_HELP = "Image encoder: an open_clip name (ViT-B-32, hf-hub:ORG/NAME) or hf:HUB_ID / hf:LOCAL_DIR."
 _PRETRAINED_HELP = (
@@ -19,7 +19,7 @@ _PRETRAINED_HELP = (
 
 
 def _quiet_logging(quiet: bool) -> None:
-    from .. import _cli_util
+    from fairsets import _cli_util
 
     if quiet and not _cli_util.VERBOSE:  # warnings (e.g. rejected rows) still show; -v wins
         logging.getLogger("fairsets").setLevel(logging.WARNING)
@@ -36,7 +36,7 @@ def _load_vlm(model: str, pretrained: str | None, device: str) -> Any:
 
 
 def _ood_option(ood_countries: str | None) -> list[str] | None:
-    from .entity import PAPER_OOD_COUNTRIES
+    from fairsets.geo.entity import PAPER_OOD_COUNTRIES
 
     if ood_countries is None:
         return None
@@ -113,8 +113,7 @@ def register(app: typer.Typer) -> None:
         from fairsets.core.atomic import atomic_write_text
         from fairsets.core.progress import Progress
         from fairsets.core.step import MissingDependency
-
-        from .entity import (
+        from fairsets.geo.entity import (
             DEFAULT_C_GRID,
             embed_annotations,
             embedding_cache,
@@ -218,8 +217,7 @@ def register(app: typer.Typer) -> None:
         """Mark (or --drop) rows whose image does not show the entity; unreadable images keep a reason."""
         from fairsets.core.progress import Progress
         from fairsets.core.step import MissingDependency
-
-        from .entity import EntityPresenceClassifier, embedding_cache, filter_dataset
+        from fairsets.geo.entity import EntityPresenceClassifier, embedding_cache, filter_dataset
 
         _quiet_logging(quiet)
         if rejects is not None and not drop:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .._cli_util import die
+from fairsets._cli_util import die
 
 _GEO_REQUIRES = (("pandas", "geo"), ("scipy", "geo"), ("powerlaw", "geo"), ("matplotlib", "geo"))
 
@@ -138,22 +138,20 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Shares, power law, GDP/population correlations, GR and diversity (GeoProfiler §4.1–4.3)."""
         from fairsets.core.step import MissingDependency, check_requires
-
-        from ..models import ModelUnavailable
+        from fairsets.models import ModelUnavailable
 
         try:
             check_requires("fairsets geo analyze", _GEO_REQUIRES)
         except MissingDependency as exc:
             die(exc)
         from fairsets.core.progress import Progress
-
-        from .analyze import ANALYSIS_FILE, DEFAULT_BOOTSTRAP, REPORT_FILE, run_analysis
-        from .diversity import ImageEncoder, TextEncoder
+        from fairsets.geo.analyze import ANALYSIS_FILE, DEFAULT_BOOTSTRAP, REPORT_FILE, run_analysis
+        from fairsets.geo.diversity import ImageEncoder, TextEncoder
 
         alts = [a.strip() for a in alternatives.split(",") if a.strip() and a.strip().lower() != "none"]
         if pretrained is not None and image_model is None:
             die("--pretrained needs --image-model")
-        from .analyze import _input_files
+        from fairsets.geo.analyze import _input_files
 
         try:  # the input exists and has a known format before any encoder loads
             _input_files(Path(profiled))
@@ -165,7 +163,7 @@ def register(app: typer.Typer) -> None:
             if text_encoder.strip().lower() != "none":
                 text = TextEncoder(text_encoder, device=device, batch_size=batch_size)
             if image_model is not None:
-                from ..models import load_vlm
+                from fairsets.models import load_vlm
 
                 image = ImageEncoder(load_vlm(image_model, pretrained, device=device), batch_size=batch_size)
         except (ModelUnavailable, MissingDependency, ValueError) as exc:
@@ -229,14 +227,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Download GDP and population per country from the World Bank API (CC BY 4.0) into a CSV."""
         from fairsets.core.step import MissingDependency, check_requires
-
-        from ..fetch.retry import HttpStatusError
+        from fairsets.fetch.retry import HttpStatusError
 
         try:
             check_requires("fairsets geo reference", (("pandas", "geo"),))
         except MissingDependency as exc:
             die(exc)
-        from .reference import WORLD_BANK_INDICATORS, fetch_worldbank, write_reference
+        from fairsets.geo.reference import WORLD_BANK_INDICATORS, fetch_worldbank, write_reference
 
         try:
             table = fetch_worldbank(
