@@ -20,6 +20,9 @@ warmed up before timing). Targets: (b)/(a) ≥ 0.7 in images/s; time(c) ≤ 1.2 
 
 The scaling line also reports a CPU-bound pure-Python loop run the same way: on a shared or
 throttled machine that ceiling is below 2×, and the pipeline cannot beat it.
+
+``bench_face_build.py`` beside it runs whole builds (sources, per-sample steps, selection, shards,
+publish) with 1 and 2 workers and prints each stage's wall time and speed-up.
 """
 
 from __future__ import annotations
