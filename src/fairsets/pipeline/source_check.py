@@ -21,7 +21,8 @@ def check_sources(recipe: Recipe) -> None:
 
     Raises :class:`~fairsets.sources.SourceError` for a bad parameter, or a ``path`` (listing or
     folder) or ``states_file`` that does not exist. A source with a ``prepare`` hook writes its
-    listing when the build starts, so only the hook's file has to exist.
+    listing when the build starts, under the output's ``OUT/.fairsets/prepared/`` (a relative
+    ``path``), so only the hook's file has to exist: the hook is not run and nothing is written.
     """
     from ..sources import SourceError
 

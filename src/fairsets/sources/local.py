@@ -18,6 +18,11 @@ is its path relative to the listing's folder (the folder source's root), never a
 an image outside that folder is published as ``external/<hash>/<file name>``
 (see :func:`~fairsets.sources.base.public_path`).
 
+A ``prepare`` hook (``prepare = "file.py:function"``, next to the recipe) writes the listing when a
+build starts. It writes into the build's work folder, never beside the recipe (for an installed
+package that is site-packages): a relative ``path`` is taken from ``OUT/.fairsets/prepared/``
+(:data:`PREPARED`), and may not leave it (``..``); an absolute one is used as it is.
+
 Folder: every image file under it (recursively, sorted); group attributes come from the
 sub-folder names through ``layout`` (``layout = "{state}/{gender}"``) and the rest from
 ``defaults``. A scanned file's path is used exactly as found (a name that starts or ends with a
@@ -29,6 +34,7 @@ expanded as in a shell (``~/a.jpg``): list such a file through a folder source, 
 from __future__ import annotations
 
 import csv
+import importlib.machinery
 import importlib.util
 import io
 import json
@@ -57,6 +63,7 @@ from .base import (
 
 __all__ = [
     "IMAGE_EXTENSIONS",
+    "PREPARED",
     "LocalSource",
     "check_columns",
     "keep_other_columns",
@@ -84,7 +91,8 @@ class LocalParams(SourceParams):
     layout: str | None = None
     extensions: list[str] = Field(default_factory=lambda: list(IMAGE_EXTENSIONS))
     prepare: str | None = None
-    """``file.py:function`` (relative to the recipe) called with the listing path to create it."""
+    """``file.py:function`` (relative to the recipe) called with the listing path to create it; a
+    relative ``path`` is then taken from the build's ``OUT/.fairsets/prepared/`` folder."""
     max_listing_rows: int = Field(DEFAULT_MAX_LISTING_ROWS, gt=0)
     """Most rows a listing may have; a larger one is refused before it is read whole."""
 
@@ -100,6 +108,17 @@ class LocalParams(SourceParams):
 
 
 _HOOK_SPEC = re.compile(r"^[^:]+\.py:[A-Za-z_][A-Za-z0-9_]*$")
+
+PREPARED = "prepared"
+"""The folder, in a build's work folder (``OUT/.fairsets/``), where ``prepare`` hooks write their
+listings: a relative ``path`` of a source with a hook is taken from there."""
+
+
+class _HookLoader(importlib.machinery.SourceFileLoader):
+    """Loads a ``prepare`` hook without caching its bytecode: nothing is written beside the recipe."""
+
+    def set_data(self, path: str, data: bytes, *, _mode: int = 0o666) -> None:
+        pass
 
 
 def check_hook(hook: Path, func: str, where: str = "source") -> None:
@@ -394,10 +413,28 @@ class LocalSource(Source):
             file, _, func = self.params.prepare.partition(":")
             if (self.base_dir / file).is_file():  # a missing file is check_sources' to report
                 check_hook(self.base_dir / file, func)
+            given = Path(os.path.expanduser(self.params.path))  # "~nosuchuser" stays itself
+            if not given.is_absolute() and os.path.normpath(given).split(os.sep)[0] == os.pardir:
+                raise SourceError(
+                    f"source.path: {self.params.path!r} leaves the folder where the prepare hook writes "
+                    f"(OUT/.fairsets/{PREPARED}/); name a path inside it, or an absolute path"
+                )
 
     @property
     def location(self) -> Path:
-        return self.resolve_path(self.params.path)
+        """The folder or listing; for a source with a ``prepare`` hook, a relative ``path`` is taken
+        from the build's ``OUT/.fairsets/prepared/`` (:data:`PREPARED`), never the recipe's folder."""
+        if not self.params.prepare:
+            return self.resolve_path(self.params.path)
+        given = Path(os.path.expanduser(self.params.path))
+        if given.is_absolute():
+            return given
+        if self.workdir is None:
+            raise SourceError(
+                f"source.path: {self.params.path!r} is written by the prepare hook under the build's "
+                f"OUT/.fairsets/{PREPARED}/ folder, which only a build has; build the recipe to list it"
+            )
+        return self.workdir.absolute() / PREPARED / given
 
     def _prepare(self) -> None:
         if not self.params.prepare:
@@ -409,7 +446,15 @@ class LocalSource(Source):
                 f"source.prepare: expected 'file.py:function' next to the recipe, got {self.params.prepare!r}"
             )
         check_hook(hook, func)
-        spec = importlib.util.spec_from_file_location(f"fairsets_hook_{hook.stem}", hook)
+        listing = self.location
+        try:
+            listing.parent.mkdir(parents=True, exist_ok=True)  # OUT/.fairsets/prepared/... is new
+        except OSError as exc:
+            raise SourceError(
+                f"source.prepare: cannot create {listing.parent} for the listing: {exc.strerror or exc}"
+            ) from None
+        name = f"fairsets_hook_{hook.stem}"
+        spec = importlib.util.spec_from_file_location(name, hook, loader=_HookLoader(name, str(hook)))
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
         try:
@@ -417,7 +462,7 @@ class LocalSource(Source):
             fn = getattr(module, func, None)
             if not callable(fn):
                 raise TypeError(f"{func!r} is not a function")
-            fn(self.location)
+            fn(listing)
         except Exception as exc:  # the hook is the curator's code: its failure is named, not a crash
             what = " ".join(str(exc).split()) or type(exc).__name__
             raise SourceError(
