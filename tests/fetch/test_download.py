@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import tarfile
 import urllib.request
@@ -14,7 +15,10 @@ import pytest
 
 from servers import Response
 
-pytest.importorskip("img2dataset", reason="img2dataset is installed separately (see fairsets.fetch.download)")
+# find_spec, not importorskip: importing img2dataset here would run its package __init__ (wandb, ray,
+# pandas, torch) and the downloads below would not go through the light loading users get.
+if importlib.util.find_spec("img2dataset") is None:
+    pytest.skip("img2dataset is installed separately (see fairsets.fetch.download)", allow_module_level=True)
 
 from fairsets.fetch.download import (
     STATUS_COLUMNS,

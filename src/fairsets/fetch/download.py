@@ -37,6 +37,10 @@ Images are stored as img2dataset's resizer leaves them with ``resize_mode="no"``
 
 URLs and keys are logged at DEBUG only; hosts, never full URLs, appear in guard messages.
 
+img2dataset's modules are loaded by :mod:`fairsets.fetch._img2dataset`, without its package
+``__init__`` and the libraries it never runs for us (wandb, ray, pandas, albumentations, torch);
+the worker processes of a round (*spawn*) live until the round ends.
+
 API:
     * ``download_urls(rows, out_dir, policy, *, processes=1, threads=16, shard_size=1000,
       retry_failed=False, progress=None) -> list[dict]``
@@ -72,14 +76,15 @@ import pyarrow.parquet as pq
 from fairsets.core.atomic import atomic_path
 from fairsets.core.tables import write_table
 
+from . import _img2dataset
 from .guard import FetchPolicy, classify_http_status, guarded_opener, too_slow_reason
 from .retry import user_agent as default_user_agent
 
 # albumentations (imported by img2dataset's resizer) checks PyPI for updates on import unless told not to.
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 
-try:
-    from img2dataset.downloader import Downloader
+try:  # img2dataset's modules without its package __init__ (wandb, ray, pandas) nor torch: _img2dataset
+    Downloader = _img2dataset.load("downloader").Downloader
 except ImportError as _err:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"fairsets.fetch.download needs img2dataset and its runtime dependencies ({_err.name or _err} "
@@ -384,6 +389,45 @@ class _LogWriter(io.TextIOBase):
         return len(s)
 
 
+def _round_downloader(
+    round_dir: Path, inp: _RoundInput, policy: FetchPolicy, *, threads: int, column_list: list[str]
+) -> GuardedDownloader:
+    """The img2dataset downloader of a round: guarded, pixel-capped, images stored as downloaded."""
+    Resizer = _img2dataset.load("resizer").Resizer
+    WebDatasetSampleWriter = _img2dataset.load("writer").WebDatasetSampleWriter
+
+    resizer = PixelCappedResizer(
+        Resizer(
+            image_size=256,  # unused with resize_mode="no"
+            resize_mode="no",
+            resize_only_if_bigger=False,
+            encode_format=ENCODE_FORMAT,
+            skip_reencode=True,
+        ),
+        policy.max_pixels,
+    )
+    return GuardedDownloader(
+        policy=policy,
+        user_agent=default_user_agent(),
+        sample_writer_class=WebDatasetSampleWriter,
+        resizer=resizer,
+        thread_count=threads,
+        save_caption=False,
+        extract_exif=False,
+        output_folder=str(round_dir),
+        column_list=column_list,
+        timeout=policy.timeout,
+        number_sample_per_shard=inp.shard_size,
+        oom_shard_count=inp.oom,
+        compute_hash=None,
+        verify_hash_type=None,
+        encode_format=ENCODE_FORMAT,
+        retries=0,
+        user_agent_token=policy.user_agent_token,
+        disallowed_header_directives=None,  # the guard decides, with the user-agent token
+    )
+
+
 def _run_round(
     round_dir: Path,
     inp: _RoundInput,
@@ -394,9 +438,7 @@ def _run_round(
     progress: Callable[[int, int], None] | None,
 ) -> None:
     """Download the shards of a round that have no stats yet (img2dataset incremental mode)."""
-    from img2dataset.reader import Reader
-    from img2dataset.resizer import Resizer
-    from img2dataset.writer import WebDatasetSampleWriter
+    Reader = _img2dataset.load("reader").Reader
 
     done = inp.done_shards(round_dir)
     total = len(inp.keys)
@@ -425,46 +467,17 @@ def _run_round(
         str(tmp_dir),
         0,
     )
-    resizer = PixelCappedResizer(
-        Resizer(
-            image_size=256,  # unused with resize_mode="no"
-            resize_mode="no",
-            resize_only_if_bigger=False,
-            encode_format=ENCODE_FORMAT,
-            skip_reencode=True,
-        ),
-        policy.max_pixels,
-    )
-    downloader = GuardedDownloader(
-        policy=policy,
-        user_agent=default_user_agent(),
-        sample_writer_class=WebDatasetSampleWriter,
-        resizer=resizer,
-        thread_count=threads,
-        save_caption=False,
-        extract_exif=False,
-        output_folder=str(round_dir),
-        column_list=reader.column_list,
-        timeout=policy.timeout,
-        number_sample_per_shard=inp.shard_size,
-        oom_shard_count=inp.oom,
-        compute_hash=None,
-        verify_hash_type=None,
-        encode_format=ENCODE_FORMAT,
-        retries=0,
-        user_agent_token=policy.user_agent_token,
-        disallowed_header_directives=None,  # the guard decides, with the user-agent token
-    )
+    downloader = _round_downloader(round_dir, inp, policy, threads=threads, column_list=reader.column_list)
     with contextlib.redirect_stdout(_LogWriter()):
         shards = list(reader)
 
     def shard_len(shard_id: int) -> int:
         return min(inp.shard_size, total - shard_id * inp.shard_size)
 
-    def run(todo: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    def run(todo: list[tuple[int, str]], pool: Any) -> list[tuple[int, str]]:
         nonlocal finished
         failed = []
-        for ok, row in _map_shards(downloader, todo, processes):
+        for ok, row in _map_shards(downloader, todo, pool):
             if ok:
                 finished += shard_len(row[0])
                 if progress is not None:
@@ -473,33 +486,57 @@ def _run_round(
                 failed.append(row)
         return failed
 
-    failed = run(shards)
-    if failed:  # one more try for shards that raised (img2dataset's max_shard_retry=1)
-        log.warning("%s: %d shards failed, retrying them once", round_dir.name, len(failed))
-        failed = run(failed)
+    with _worker_pool(processes, len(shards)) as pool:
+        failed = run(shards, pool)
+        if failed:  # one more try for shards that raised (img2dataset's max_shard_retry=1)
+            log.warning("%s: %d shards failed, retrying them once", round_dir.name, len(failed))
+            failed = run(failed, pool)
     if failed:
         log.warning("%s: %d shards failed again; a later call resumes them", round_dir.name, len(failed))
     else:
         shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
-def _map_shards(
-    downloader: GuardedDownloader, shards: list[tuple[int, str]], processes: int
-) -> Iterator[tuple[bool, tuple[int, str]]]:
-    if processes == 0 or not shards:
-        for shard in shards:
-            yield downloader(shard)
+def _worker_init(parent: int) -> None:
+    """Initializer of a download worker: end with the driver, and load img2dataset's modules light.
+
+    The tasks a worker receives hold img2dataset's ``Resizer`` and ``WebDatasetSampleWriter``;
+    unpickling them would import their modules the usual way (albumentations, webdataset: torch)
+    were they not loaded already.
+    """
+    from fairsets.core.processes import die_with_parent
+
+    die_with_parent(parent)
+    for name in ("downloader", "resizer", "writer"):
+        _img2dataset.load(name)
+
+
+@contextlib.contextmanager
+def _worker_pool(processes: int, n_shards: int) -> Iterator[Any]:
+    """The worker processes of a round (None with ``processes=0``): they live until the round ends."""
+    if processes == 0 or not n_shards:
+        yield None
         return
-    from fairsets.core.processes import die_with_parent, sigint_ignored_by_children
+    from fairsets.core.processes import sigint_ignored_by_children
 
     ctx = get_context("spawn")
-    n = min(processes, len(shards))
+    n = min(processes, n_shards)
     # the downloaders end with this process (a killed build leaves none writing) and ignore
     # Ctrl-C from their start (this process handles it)
     with sigint_ignored_by_children():
-        pool = ctx.Pool(n, initializer=die_with_parent, initargs=(os.getpid(),), maxtasksperchild=5)
+        pool = ctx.Pool(n, initializer=_worker_init, initargs=(os.getpid(),))
     with pool:
-        yield from pool.imap_unordered(downloader, shards)
+        yield pool
+
+
+def _map_shards(
+    downloader: GuardedDownloader, shards: list[tuple[int, str]], pool: Any
+) -> Iterator[tuple[bool, tuple[int, str]]]:
+    if pool is None or not shards:
+        for shard in shards:
+            yield downloader(shard)
+        return
+    yield from pool.imap_unordered(downloader, shards)
 
 
 def _round_rows(out_dir: Path, idx: int, round_dir: Path, inp: _RoundInput) -> tuple[list[dict], bool]:
