@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .core.lazy import lazy_exports
 from .core.version import __version__
 
 
@@ -39,19 +40,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fairsets' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 def build(*args, **kwargs):

@@ -18,8 +18,7 @@ resolved from their submodule on first access.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from fairsets.core.lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
     # metrics
@@ -48,15 +47,6 @@ _LAZY: dict[str, str] = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(
+    __name__, {name: f"{__name__}.{module}" for name, module in _LAZY.items()}
+)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Iterable
 
 __all__ = ["__version__", "package_versions"]
 
 __version__ = "0.1.0"
 
+
 def package_versions(names: Iterable[str]) -> dict[str, str | None]:
     """Return ``{name: installed version or None}`` for distribution ``names``, sorted by name."""
+    import importlib.metadata
+
     out: dict[str, str | None] = {}
     for name in sorted(set(names)):
         try:
@@ -18,4 +20,3 @@ def package_versions(names: Iterable[str]) -> dict[str, str | None]:
         except importlib.metadata.PackageNotFoundError:
             out[name] = None
     return out
-
