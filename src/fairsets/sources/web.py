@@ -222,7 +222,7 @@ class UrlsSource(Source):
     downloads = True
 
     def scan(self) -> list[dict[str, Any]]:
-        from .local import check_columns, keep_other_columns, listing_value, read_listing
+        from .listing import check_columns, keep_other_columns, listing_value, read_listing
 
         p = self.params
         listing = self.resolve_path(p.path)
