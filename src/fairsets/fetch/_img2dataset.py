@@ -65,8 +65,8 @@ class _Deferred(types.ModuleType):
 
     def __getattr__(self, attr: str) -> Any:
         submodule = self.__light.get(attr)
-        current = sys.modules.get(self.__name__)
-        if submodule is not None and (current is None or current is _registered.get(self.__name__)):
+        name = self.__name__
+        if submodule is not None and (name not in sys.modules or sys.modules[name] is _registered.get(name)):
             with _LOCK:
                 return getattr(_light_module(submodule), attr)
         return getattr(importlib.import_module(self.__name__), attr)
@@ -74,10 +74,9 @@ class _Deferred(types.ModuleType):
 
 def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
     """``__import__`` of the submodules loaded here: stand-ins for :data:`DEFERRED`, light submodules."""
-    if level == 0 and not fromlist and name in DEFERRED:
-        current = sys.modules.get(name)
-        if current is None or current is _registered.get(name):
-            return _Deferred(name, DEFERRED[name])
+    unloaded = name not in sys.modules or sys.modules[name] is _registered.get(name)
+    if level == 0 and not fromlist and name in DEFERRED and unloaded:
+        return _Deferred(name, DEFERRED[name])
     absolute = importlib.util.resolve_name("." * level + name, (globals or {}).get("__package__"))
     top = absolute.partition(".")[0]
     if top in LIGHT_PACKAGES and sys.modules.get(top) is _registered.get(top, False):
@@ -163,14 +162,19 @@ def _light_module(fullname: str) -> types.ModuleType:
         return importlib.import_module(fullname)
 
 
+def _installed(name: str) -> bool:
+    """Whether ``import name`` can work, without importing it (``sys.modules[name] = None`` blocks it)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    return importlib.util.find_spec(name) is not None
+
+
 def load(name: str) -> types.ModuleType:
     """``img2dataset.<name>`` (``downloader``, ``reader``, ``resizer`` or ``writer``), light if it can be."""
     fullname = f"img2dataset.{name}"
     with _LOCK:
         if fullname in sys.modules:
             return sys.modules[fullname]
-        if "img2dataset" not in sys.modules and any(
-            m not in sys.modules and importlib.util.find_spec(m) is None for m in DEFERRED
-        ):
+        if "img2dataset" not in sys.modules and not all(map(_installed, DEFERRED)):
             return importlib.import_module(fullname)  # as before: the usual ImportError (or import)
         return _light_module(fullname)
