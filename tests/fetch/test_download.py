@@ -5,7 +5,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import signal
+import subprocess
+import sys
 import tarfile
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -336,3 +341,52 @@ def test_read_image_refuses_paths_outside_out_dir(tmp_path: Path) -> None:
 )
 def test_classify_img2dataset(status: str, message: str | None, expected: tuple[str, str | None]) -> None:
     assert classify_img2dataset(status, message) == expected
+
+
+_POOL_DRIVER = """
+import os, time
+from fairsets.fetch.download import _worker_pool
+HEAVY = ("torch", "albumentations", "wandb", "ray", "pandas")
+if __name__ == "__main__":
+    with _worker_pool(4, 1) as pool:  # one worker: no more than there are shards
+        loaded = f"[m for m in {HEAVY!r} if m in __import__('sys').modules]"
+        print(pool.apply(os.getpid), pool.apply(eval, (loaded,)), flush=True)
+        pool.apply_async(time.sleep, (120,))  # busy when the driver dies
+        time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.timeout(90)
+def test_download_workers_are_light_and_die_with_their_driver(tmp_path: Path) -> None:
+    """The round's worker pool: its workers load img2dataset light and end with a killed driver."""
+    script = tmp_path / "driver.py"
+    script.write_text(_POOL_DRIVER)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker = 0
+    try:
+        assert proc.stdout is not None
+        pid, heavy = proc.stdout.readline().split(" ", 1)
+        worker = int(pid)
+        assert heavy.strip() == "[]"
+        assert _alive(worker)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _alive(worker):
+            time.sleep(0.05)
+        assert not _alive(worker)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if worker and _alive(worker):
+            os.kill(worker, signal.SIGKILL)
