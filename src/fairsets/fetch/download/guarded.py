@@ -1,0 +1,177 @@
+"""img2dataset behind the guard: the downloader, the pixel-capped resizer, and the status classification.
+
+* :class:`GuardedDownloader` (a subclass of img2dataset's ``Downloader``) installs
+  :func:`fairsets.fetch.guard.guarded_opener` as urllib's global opener around every shard it
+  downloads; a spawned worker unpickles it, so the install happens in the worker itself;
+* :class:`PixelCappedResizer` refuses images over ``policy.max_pixels`` from their header, before
+  img2dataset decodes them;
+* :func:`classify_img2dataset` maps img2dataset's per-sample status to ours (``ok`` /
+  ``rejected`` / ``failed``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import urllib.request
+from typing import Any
+
+from .. import _img2dataset
+from ..guard import FetchPolicy, classify_http_status, guarded_opener, too_slow_reason
+
+# albumentations (imported by img2dataset's resizer) checks PyPI for updates on import unless told not to.
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
+
+try:  # img2dataset's modules without its package __init__ (wandb, ray, pandas) nor torch: _img2dataset
+    Downloader = _img2dataset.load("downloader").Downloader
+except ImportError as _err:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"fairsets.fetch.download needs img2dataset and its runtime dependencies ({_err.name or _err} "
+        "is missing). img2dataset's pins on albumentations<2, pandas<3, webdataset<0.3 and dataclasses "
+        "are too strict, so install it without them, and the rest with the fetch extra: "
+        "pip install --no-deps 'img2dataset==1.47.0' && pip install 'fairsets[fetch]' (docs/install.md)"
+    ) from _err
+
+_MAX_ERROR = 500
+
+# One guarded opener at a time per process: install_opener() sets a process-wide global.
+_OPENER_LOCK = threading.Lock()
+
+
+class PixelCappedResizer:
+    """img2dataset's resizer behind a header check: at most ``max_pixels`` pixels, known formats only.
+
+    img2dataset decodes every download with ``cv2.imdecode`` before it looks at the size (OpenCV
+    allows 2^30 pixels): a 650 kB PNG of 15000 x 15000 pixels takes 1.3 GB and 9 s per thread.
+    The width and height are read from the header with Pillow (no pixel is decoded) and an
+    image over ``max_pixels`` is refused (``refused (too_large): ...``); a file Pillow cannot
+    identify is refused as ``undecodable`` instead of going to OpenCV's other decoders (EXR,
+    HDR, JPEG 2000, ...). The ``(img, w, h, ow, oh, error)`` contract of the resizer is kept.
+    """
+
+    def __init__(self, resizer: Any, max_pixels: int) -> None:
+        self.resizer = resizer
+        self.max_pixels = max_pixels
+
+    def __call__(self, img_stream: Any, blurring_bbox_list: Any = None) -> tuple[Any, ...]:
+        import warnings
+
+        from PIL import Image
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                img_stream.seek(0)
+                with Image.open(img_stream) as im:
+                    width, height = im.size
+        except Image.DecompressionBombError as exc:
+            return None, None, None, None, None, f"refused (too_large): {exc}"
+        except Exception as exc:  # per sample: whatever Pillow raises on a broken header
+            return None, None, None, None, None, f"not an image Pillow can identify ({type(exc).__name__})"
+        finally:
+            img_stream.seek(0)
+        if width * height > self.max_pixels:
+            return (
+                None,
+                None,
+                None,
+                None,
+                None,
+                f"refused (too_large): image of {width}x{height} pixels, more than {self.max_pixels} "
+                "(max_pixels)",
+            )
+        return self.resizer(img_stream, blurring_bbox_list)
+
+
+class GuardedDownloader(Downloader):
+    """img2dataset's ``Downloader`` with :func:`guarded_opener` installed while a shard downloads.
+
+    img2dataset fetches with ``urllib.request.urlopen``, which uses the opener installed by
+    ``urllib.request.install_opener``. The opener is installed in the process that runs the shard
+    (a spawned worker unpickles this class, importing this module), and the previous opener is
+    restored afterwards so an in-process run leaves no global change behind. While an in-process
+    shard runs, other threads of the process that call ``urlopen`` get the guarded opener too
+    (stricter, never looser), and in-process shards of concurrent calls run one at a time.
+
+    Args:
+        policy: the fetch policy enforced on every request and redirect hop.
+        user_agent: the User-Agent sent (replaces img2dataset's browser-like one).
+        **kwargs: img2dataset ``Downloader`` arguments.
+    """
+
+    def __init__(self, *, policy: FetchPolicy, user_agent: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.policy = policy
+        self.user_agent = user_agent
+
+    def __call__(self, row: tuple[int, str]) -> tuple[bool, tuple[int, str]]:
+        """Download one img2dataset shard ``(shard_id, arrow_file)`` behind the guard."""
+        opener = guarded_opener(self.policy, self.user_agent)
+        with _OPENER_LOCK:
+            previous = urllib.request._opener  # type: ignore[attr-defined]
+            urllib.request.install_opener(opener)
+            try:
+                return super().__call__(row)
+            finally:
+                urllib.request.install_opener(previous)
+
+
+# --- classification ---
+
+_HTTP_RE = re.compile(r"^HTTP Error (\d{3}): ?(.*)$", re.S)
+_REFUSED_RE = re.compile(r"refused \(([a-z_]+)\): (.*?)>?$", re.S)
+
+
+def classify_img2dataset(status: str | None, error_message: str | None) -> tuple[str, str | None]:
+    """Map img2dataset's ``status``/``error_message`` to ours.
+
+    Args:
+        status: ``success``, ``failed_to_download`` or ``failed_to_resize``.
+        error_message: img2dataset's text (``str`` of the exception raised while downloading).
+
+    Returns:
+        ``(status, error)`` with status ``ok`` / ``rejected`` / ``failed`` and error
+        ``"<reason>: <detail>"`` (None when ok). Reasons: ``blocked_address``,
+        ``blocked_scheme``, ``too_many_redirects``, ``too_large``, ``opted_out``, ``http_<code>``,
+        ``invalid_url``, ``undecodable`` (rejected); ``http_<code>`` for 408/429/5xx,
+        ``deadline``, ``min_rate`` (the download was too slow: :class:`~fairsets.fetch.guard.TooSlow`),
+        ``timeout``, ``connection``, ``error`` (failed).
+    """
+    msg = (error_message or "").strip()
+    if status == "success":
+        return "ok", None
+    if status == "failed_to_resize":
+        m = _REFUSED_RE.search(msg)  # PixelCappedResizer: too many pixels
+        if m:
+            return "rejected", _clip(f"{m.group(1)}: {m.group(2)}")
+        return "rejected", _clip(f"undecodable: {msg}")
+    if status != "failed_to_download":
+        return "failed", _clip(f"error: img2dataset status {status!r}: {msg}")
+    m = _REFUSED_RE.search(msg)
+    if m:
+        return "rejected", _clip(f"{m.group(1)}: {m.group(2)}")
+    slow = too_slow_reason(msg)
+    if slow is not None:
+        return "failed", _clip(f"{slow[0]}: {slow[1]}")
+    if "disallowed by X-Robots-Tag" in msg:
+        return "rejected", _clip(f"opted_out: {msg}")
+    m = _HTTP_RE.match(msg)
+    if m:
+        code = int(m.group(1))
+        return classify_http_status(code), _clip(f"http_{code}: {m.group(2)}")
+    if msg.startswith("unknown url type") or "can't contain control characters" in msg:
+        return "rejected", "invalid_url: not an absolute http(s) URL"
+    if "timed out" in msg.lower() or "timeout" in msg.lower():
+        return "failed", _clip(f"timeout: {msg}")
+    if (
+        msg.startswith(("<urlopen error", "IncompleteRead("))
+        or "connection" in msg.lower()
+        or "Remote end closed" in msg
+    ):
+        return "failed", _clip(f"connection: {msg}")
+    return "failed", _clip(f"error: {msg}")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 3] + "..."
