@@ -2,8 +2,9 @@
 
 ``import albumentations`` (2.x) imports PyTorch whenever it is installed (its package ``__init__``
 runs ``from .pytorch import *``; importing any of its submodules runs that ``__init__`` first), and
-so did ``import webdataset``: seconds of CPU and hundreds of MiB per worker. A shard without
-augmented items therefore must not import albumentations, and no shard imports webdataset.
+so does ``import webdataset``: seconds of CPU and hundreds of MiB per worker. A shard without
+augmented items therefore must not import albumentations, and no shard runs webdataset's package
+``__init__`` (the shard writer loads ``webdataset.writer`` alone: :mod:`fairsets.core.light_import`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from fairsets.pipeline.executors import LocalExecutor
 
-NOT_IMPORTED = ("albumentations", "torch", "webdataset", "scipy")
+NOT_IMPORTED = ("albumentations", "torch", "webdataset.compat", "webdataset.pipeline", "scipy")
 
 _MATERIALIZE = """
 import io, json, sys

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from fairsets.core import light_import
 from fairsets.core.atomic import atomic_path, sha256_file
 from fairsets.core.data import validate_key
 
@@ -94,6 +95,19 @@ def encode_json(meta: dict[str, Any]) -> bytes:
     ).encode()
 
 
+def _tar_writer() -> type:
+    """:class:`webdataset.writer.TarWriter`, loaded without webdataset's package ``__init__``.
+
+    ``import webdataset`` (and so ``import webdataset.writer``) runs the package ``__init__``, which
+    imports every submodule and with them PyTorch: 1-2 s of CPU and ~300 MB in every process that
+    writes a shard, though writing a tar file needs none of it. :mod:`fairsets.core.light_import`
+    loads ``webdataset.writer`` alone (the same code); where it cannot, or webdataset was already
+    imported, it is imported as usual.
+    """
+    light_import.light_packages("webdataset")
+    return light_import.light_module("webdataset.writer").TarWriter
+
+
 def write_shard(
     path: str | os.PathLike[str],
     records: Iterable[Record],
@@ -101,7 +115,7 @@ def write_shard(
     mtime: int = SHARD_MTIME,
     null: str | None = "",
 ) -> dict[str, Any]:
-    """Write one WebDataset shard atomically (the bytes :class:`webdataset.TarWriter` writes).
+    """Write one WebDataset shard atomically with :class:`webdataset.TarWriter`.
 
     Args:
         path: destination ``.tar`` path (parents are created).
@@ -118,7 +132,7 @@ def write_shard(
         ValueError: on an illegal or duplicate key, non-bytes image data, or metadata that is not
             JSON-serialisable. Nothing is left at ``path`` (nor a temporary file) on error.
     """
-    from .tarwriter import TarWriter  # webdataset's tar layout without importing webdataset (PyTorch)
+    TarWriter = _tar_writer()
 
     target = Path(path)
     seen: set[str] = set()
