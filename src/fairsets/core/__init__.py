@@ -6,7 +6,9 @@ contract and optional-dependency checks (:mod:`~fairsets.core.step`), atomic fil
 files (:mod:`~fairsets.core.checked_npz`), licence recognition (:mod:`~fairsets.core.licenses`),
 progress (:mod:`~fairsets.core.progress`), worker processes (:mod:`~fairsets.core.processes`),
 text from outside (:mod:`~fairsets.core.short_text`, :mod:`~fairsets.core.textfile`), shipped data
-files (:mod:`~fairsets.core.datafiles`) and versions (:mod:`~fairsets.core.version`).
+files (:mod:`~fairsets.core.datafiles`), versions (:mod:`~fairsets.core.version`), package attributes
+imported on first use (:mod:`~fairsets.core.lazy`) and third-party submodules loaded without their
+heavy package ``__init__`` (:mod:`~fairsets.core.light_import`).
 
 Importing this package imports none of its modules: each is imported where it is used.
 """
