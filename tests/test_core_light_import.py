@@ -109,3 +109,33 @@ def test_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert light_import.installed("json") and not light_import.installed("fairsets_no_such_package")
     monkeypatch.setitem(sys.modules, "json", None)
     assert not light_import.installed("json")
+
+
+def test_preset_attributes_and_a_submodule_importing_its_own_package_path(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A submodule may ``from pkg import __version__`` (preset) and ``import pkg.a.b as x`` while ``pkg.a``
+    is still loading (albumentations does both); neither runs the package ``__init__``."""
+    name = f"lightpre{next(_COUNT)}"
+    files = {
+        f"{name}/__init__.py": "import sys\nsys.modules[__name__].INIT_RAN = True\n__version__ = '9.9'\n",
+        f"{name}/a/__init__.py": f"from {name} import __version__ as V\nfrom .c import C\n",
+        f"{name}/a/b.py": "B = 2\n",
+        f"{name}/a/c.py": f"import {name}.a.b as bee\nC = bee.B + 1\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    try:
+        light_import.light_packages(name)
+        light_import.preset(name, __version__=lambda: "9.9")
+        a = light_import.light_module(f"{name}.a")
+        assert (a.V, a.C) == ("9.9", 3)
+        assert "INIT_RAN" not in vars(sys.modules[name])  # (hasattr would run the __init__)
+    finally:
+        for mod in list(sys.modules):
+            if mod.partition(".")[0] == name:
+                del sys.modules[mod]
+        light_import._registered.pop(name, None)

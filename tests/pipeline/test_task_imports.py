@@ -3,8 +3,9 @@
 ``import albumentations`` (2.x) imports PyTorch whenever it is installed (its package ``__init__``
 runs ``from .pytorch import *``; importing any of its submodules runs that ``__init__`` first), and
 so does ``import webdataset``: seconds of CPU and hundreds of MiB per worker. A shard without
-augmented items therefore must not import albumentations, and no shard runs webdataset's package
-``__init__`` (the shard writer loads ``webdataset.writer`` alone: :mod:`fairsets.core.light_import`).
+augmented items therefore must not import albumentations; a shard with augmented items loads
+albumentations' transforms without its package ``__init__``, and no shard runs webdataset's
+(:mod:`fairsets.core.light_import`): no shard imports PyTorch.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ work = Path(sys.argv[1])
 buf = io.BytesIO()
 Image.new("RGB", (8, 8), (200, 120, 90)).save(buf, format="JPEG")
 write_table(work / "w" / "samples" / "t.pool.parquet", [{"key": "k", "image": buf.getvalue()}])
-item = {"key": "k", "source_key": "k", "pool": "samples/t.pool.parquet", "augment": None,
+item = {"key": "k", "source_key": "k", "pool": "samples/t.pool.parquet", "augment": AUGMENT,
         "variant": "imbalanced", "split": "train", "meta": {"state": "Kerala"}}
 spec = {"task_id": "m1", "workdir": str(work / "w"), "out_dir": str(work), "jpeg_quality": 95,
         "shard": "shards/imbalanced/train-00000.tar", "items": [item]}
@@ -42,7 +43,7 @@ print(json.dumps([m for m in NOT_IMPORTED if m in sys.modules]))
 
 
 def test_a_shard_without_augmentation_imports_neither_albumentations_nor_torch(tmp_path: Path) -> None:
-    code = f"NOT_IMPORTED = {NOT_IMPORTED!r}\n{_MATERIALIZE}"
+    code = f"NOT_IMPORTED = {NOT_IMPORTED!r}\nAUGMENT = None\n{_MATERIALIZE}"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
     res = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
@@ -50,6 +51,19 @@ def test_a_shard_without_augmentation_imports_neither_albumentations_nor_torch(t
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[-1]) == []
     assert (tmp_path / "shards" / "imbalanced" / "train-00000.tar").is_file()
+
+
+def test_an_augmented_shard_imports_no_torch(tmp_path: Path) -> None:
+    """albumentations' transforms run without its package __init__ and so without PyTorch."""
+    not_imported = ("torch", "albumentations.pytorch", "webdataset.compat")
+    augment = {"kind": "mild", "seed": 7}
+    code = f"NOT_IMPORTED = {not_imported!r}\nAUGMENT = {augment!r}\n{_MATERIALIZE}"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.splitlines()[-1]) == []
 
 
 def _pid(spec: dict) -> dict:

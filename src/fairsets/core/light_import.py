@@ -23,6 +23,7 @@ and its usual ``ImportError``, follows).
 
 API:
     * ``light_packages(*names)`` — allow :func:`light_module` for the submodules of these packages.
+    * ``preset(name, **values)`` — attributes a light package has before its ``__init__`` runs.
     * ``defer(name, light=None)`` — ``import name`` in a light-loaded submodule gives a stand-in;
       ``light`` maps attribute names to the submodule that provides them.
     * ``light_module(fullname) -> module`` — ``fullname`` loaded light, else imported as usual.
@@ -39,7 +40,7 @@ import logging
 import sys
 import threading
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["LOCK", "defer", "installed", "light_module", "light_packages"]
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 
 #: Packages whose submodules are loaded here without the package ``__init__``.
 _LIGHT_PACKAGES: set[str] = set()
+_PRESETS: dict[str, dict[str, Callable[[], Any]]] = {}
 #: Libraries imported as stand-ins by the submodules loaded here, with the names that can be had
 #: from one submodule (``{attribute: submodule}``).
 _DEFERRED: dict[str, dict[str, str]] = {}
@@ -60,6 +62,14 @@ def light_packages(*names: str) -> None:
     """Let :func:`light_module` load the submodules of the packages ``names`` without their ``__init__``."""
     with LOCK:
         _LIGHT_PACKAGES.update(names)
+
+
+def preset(name: str, **values: Callable[[], Any]) -> None:
+    """Attributes a light package has before its ``__init__`` runs: ``values`` maps each name to a
+    function that computes what the ``__init__`` would set (``__version__`` read from the installed
+    distribution's metadata, as many packages do), for submodules that import it from the package."""
+    with LOCK:
+        _PRESETS.setdefault(name, {}).update(values)
 
 
 def defer(name: str, light: Mapping[str, str] | None = None) -> None:
@@ -143,12 +153,17 @@ def _register_package(name: str) -> types.ModuleType:
     def run_init(attr: str) -> Any:
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+        submodule = sys.modules.get(f"{name}.{attr}")
+        if submodule is not None:  # `import pkg.sub.x as y` inside pkg.sub, while pkg.sub is loading
+            return submodule
         with LOCK:
             if package.__dict__.pop("__getattr__", None) is not None:
                 log.debug("%s.%s asked for: running the package's __init__", name, attr)
                 loader.exec_module(package)
         return getattr(package, attr)
 
+    for attr, compute in _PRESETS.get(name, {}).items():
+        package.__dict__[attr] = compute()
     package.__dict__["__getattr__"] = run_init
     sys.modules[name] = package
     _registered[name] = package

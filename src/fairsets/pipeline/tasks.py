@@ -10,8 +10,8 @@ atomic rename of the marker; a kill at any point leaves either the old or the ne
 Materialize task (``run_materialize_task``): turn planned items into one WebDataset shard (real
 images copied, augmented ones made from their source with a recorded seed), write the shard
 atomically, its metadata rows, and the marker last. Only a shard with augmented items imports
-albumentations (and through it PyTorch, where installed: :mod:`fairsets.vision.augment`); the tar
-writer is webdataset's alone, without its package ``__init__`` (:mod:`fairsets.core.light_import`).
+albumentations' transforms (without its package ``__init__``, and so without PyTorch:
+:mod:`fairsets.vision.augment`); the tar writer is webdataset's alone, without its package ``__init__`` (:mod:`fairsets.core.light_import`).
 
 Both run in executor workers that live for the whole build, so a worker pays each import once.
 """

@@ -21,10 +21,13 @@ derived with :func:`derive_seed` (SHA-256, never Python's salted ``hash()``), so
 same pixels in every process and on every run.
 
 OpenCV and albumentations are imported lazily, inside :func:`augment`, so that only a process that
-augments pays for them: albumentations 2.x imports PyTorch whenever it is installed (its package
-``__init__`` runs ``from .pytorch import *``, and importing any of its submodules runs that
-``__init__`` first): with PyTorch installed, ``import albumentations`` takes about 2 s of CPU and
-330 MB per process, two thirds of it PyTorch's.
+augments pays for them. albumentations 2.x imports PyTorch whenever it is installed (its package
+``__init__`` runs ``from .pytorch import *``): about 2 s of CPU and 330 MB per process, two thirds
+of it PyTorch's, in every worker that writes augmented shards. The transforms used here need none
+of it, so :func:`_albumentations` loads ``albumentations.augmentations`` and
+``albumentations.core.composition`` (the same code) without the package ``__init__``, through
+:mod:`fairsets.core.light_import`; where albumentations was already imported, or the light load
+fails, it is imported as usual.
 """
 
 from __future__ import annotations
@@ -63,10 +66,38 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _albumentations() -> Any:
+    """albumentations' transforms, ``Compose`` and ``__version__``, without PyTorch (module docstring)."""
+    import importlib.metadata
+    import sys
+    import types
+
+    from fairsets.core import light_import
+
+    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no network check if __init__ runs after all
+    light_import.light_packages("albumentations")
+    # what albumentations' __init__ sets, read as it reads it; its submodules import it from the package
+    light_import.preset(
+        "albumentations", __version__=lambda: importlib.metadata.metadata("albumentations")["Version"]
+    )
+    transforms = light_import.light_module("albumentations.augmentations")
+    composition = light_import.light_module("albumentations.core.composition")
+    return types.SimpleNamespace(
+        HorizontalFlip=transforms.HorizontalFlip,
+        Rotate=transforms.Rotate,
+        HueSaturationValue=transforms.HueSaturationValue,
+        RandomResizedCrop=transforms.RandomResizedCrop,
+        RandomBrightnessContrast=transforms.RandomBrightnessContrast,
+        Compose=composition.Compose,
+        __version__=sys.modules["albumentations"].__version__,
+    )
+
+
 def _pipeline(kind: str, height: int, width: int) -> list[Any]:
     """The albumentations transforms for ``kind`` and an input of ``height`` x ``width``."""
-    import albumentations as A
     import cv2
+
+    A = _albumentations()
 
     if kind == "mild":
         aspect = width / height
@@ -122,9 +153,7 @@ def augment(image: np.ndarray, kind: str, seed: int) -> tuple[np.ndarray, dict[s
     if height < 1 or width < 1:
         raise ValueError(f"augment needs a non-empty image, got shape {image.shape}")
 
-    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no network check on import
-    import albumentations as A
-
+    A = _albumentations()
     compose = A.Compose(_pipeline(kind, height, width), seed=int(seed), save_applied_params=True)
     result = compose(image=np.ascontiguousarray(image))
     out = np.ascontiguousarray(result["image"], dtype=np.uint8)
