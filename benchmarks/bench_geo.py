@@ -60,7 +60,8 @@ def main() -> None:
         elapsed = time.perf_counter() - t0
         rates[name] = n / elapsed
         print(
-            f"{name:8s} {rates[name]:10,.0f} captions/s   ({n} captions in {elapsed:.2f}s; built in {build:.1f}s)"
+            f"{name:8s} {rates[name]:10,.0f} captions/s   "
+            f"({n} captions in {elapsed:.2f}s; built in {build:.1f}s)"
         )
         for set_name, (caps, gold) in labelled.items():
             r = evaluate(gold, method.predict(caps), bootstrap=0)

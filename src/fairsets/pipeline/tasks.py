@@ -11,7 +11,8 @@ Materialize task (``run_materialize_task``): turn planned items into one WebData
 images copied, augmented ones made from their source with a recorded seed), write the shard
 atomically, its metadata rows, and the marker last. Only a shard with augmented items imports
 albumentations' transforms (without its package ``__init__``, and so without PyTorch:
-:mod:`fairsets.vision.augment`); the tar writer is webdataset's alone, without its package ``__init__`` (:mod:`fairsets.core.light_import`).
+:mod:`fairsets.vision.augment`); the tar writer is webdataset's alone, without its package
+``__init__`` (:mod:`fairsets.core.light_import`).
 
 Both run in executor workers that live for the whole build, so a worker pays each import once.
 """

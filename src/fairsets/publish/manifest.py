@@ -54,8 +54,6 @@ def write_manifest(path: str | os.PathLike[str], manifest: dict[str, Any]) -> di
     return {"path": str(target), "sha256": sha256_file(target), "bytes": target.stat().st_size}
 
 
-
-
 def _walk(root: Path) -> list[str]:
     """Relative POSIX paths of the files under ``root``, skipping hidden directories (``.fairsets/``)."""
     rels = []
