@@ -16,6 +16,12 @@ state of the CPU test environment (``tests/constraints-cpu.txt`` pins PyPI's tor
 whose compiled operators are linked against the CUDA torch), nothing fairsets does needs the other
 operators, and a warning on every model command would teach users to ignore warnings. Installing
 the matching ``+cpu`` torchvision (docs/install.md) removes the fallback altogether.
+
+The registered ``torchvision::nms`` does not make ``torchvision.ops.nms`` work: that function checks
+first that the compiled operators loaded and raises "Couldn't load custom C++ ops" otherwise.
+:func:`pure_torchvision_nms` (called by the YOLO adapter, whose ultralytics calls
+``torchvision.ops.nms``) replaces it with a given pure-PyTorch nms, only when the compiled
+operators are missing.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import Any
 
 from .base import ModelUnavailable
 
-__all__ = ["FALLBACK_ENV", "ensure_torchvision"]
+__all__ = ["FALLBACK_ENV", "ensure_torchvision", "pure_torchvision_nms"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,31 @@ def ensure_torchvision() -> None:
                 raise
             _fallback(e)
         _done = True
+
+
+def pure_torchvision_nms(impl: Any) -> bool:
+    """Make ``torchvision.ops.nms`` call ``impl`` when torchvision's compiled operators are missing.
+
+    Call after :func:`ensure_torchvision`. ``impl(boxes, scores, iou_threshold)`` must behave as
+    ``torchvision.ops.nms`` (e.g. ultralytics' ``TorchNMS.nms``, which gives the same indices).
+    Nothing changes when torchvision is not installed or its operators loaded.
+
+    Returns:
+        Whether ``torchvision.ops.nms`` (and ``torchvision.ops.boxes.nms``) now call ``impl``.
+    """
+    try:
+        import torchvision
+        import torchvision.ops.boxes
+        from torchvision.extension import _has_ops
+    except ModuleNotFoundError as e:
+        if e.name != "torchvision":
+            raise
+        return False
+    if _has_ops():
+        return False
+    torchvision.ops.nms = torchvision.ops.boxes.nms = impl
+    log.debug("torchvision's compiled operators are missing: torchvision.ops.nms calls %r", impl)
+    return True
 
 
 def _fallback(error: RuntimeError) -> None:
