@@ -133,7 +133,8 @@ def _hub_file(spec: str) -> Path:
                 hf_hub_download(repo, parts[2], revision=revision, local_files_only=offline is not None)
             )
         except _hub_errors() as e:
-            why = f"{offline}, and it is not in the Hugging Face cache" if offline else type(e).__name__
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            why = f"{offline}, and it is not in the Hugging Face cache" if offline else first
             raise ModelUnavailable(
                 f"cannot fetch YOLO weights {spec!r} ({why}): download the file on a networked machine "
                 "and pass its local path"
