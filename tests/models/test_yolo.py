@@ -62,6 +62,14 @@ def _matches(boxes: list[Any], expected: list[tuple[int, ...]]) -> None:
         assert best >= 0.5, (want, [b.xyxy for b in boxes])
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _settings_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """ultralytics writes settings.json where YOLO_CONFIG_DIR says when it is first imported: a
+    temporary folder here, not the user's cache (it stays for the session, as the import does)."""
+    if "ultralytics" not in sys.modules:
+        os.environ.setdefault("YOLO_CONFIG_DIR", str(tmp_path_factory.mktemp("ultralytics-settings")))
+
+
 @pytest.fixture(scope="module")
 def detector() -> Any:
     from fairsets.models.yolo import load_person_detector
