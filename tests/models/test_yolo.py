@@ -8,6 +8,7 @@ checked by IoU ≥ 0.5, so small numeric differences between torch builds do not
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -230,3 +231,14 @@ def test_torchvision_nms_works(detector: Any) -> None:
     boxes = torch.tensor([[0.0, 0, 10, 10], [1, 1, 10, 10], [20, 20, 30, 30]])
     keep = torchvision.ops.nms(boxes, torch.tensor([0.9, 0.8, 0.7]), 0.5)
     assert keep.tolist() == [0, 2]
+
+
+def test_loading_leaves_pillow_and_torch_as_they_were(detector: Any) -> None:
+    """ultralytics patches PIL.Image.open (HEIF retry) and torch.save on import; both are put back."""
+    import PIL.Image
+    import torch
+
+    assert PIL.Image.open.__module__ == "PIL.Image"
+    assert torch.save.__module__.startswith("torch")
+    with pytest.raises(PIL.Image.UnidentifiedImageError):
+        PIL.Image.open(io.BytesIO(b"not an image at all"))

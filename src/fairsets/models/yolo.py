@@ -20,9 +20,11 @@ the caller set them: ``YOLO_OFFLINE=1`` (no connectivity check, analytics or dow
 ``YOLO_AUTOINSTALL=0`` (no ``pip install`` at run time), ``YOLO_VERBOSE=False`` and
 ``YOLO_CONFIG_DIR=<cache>/ultralytics`` (where it writes ``settings.json``, instead of
 ``~/.config/Ultralytics``). ``<cache>`` is ``$XDG_CACHE_HOME/fairsets``, by default
-``~/.cache/fairsets``. Importing ultralytics sets ``OMP_NUM_THREADS=1`` and its CPU device
-selection lowers torch's thread count; both are put back (the thread count halves the time per
-image on a small machine).
+``~/.cache/fairsets``. Importing ultralytics replaces ``PIL.Image.open`` and ``torch.save`` for the
+whole process (a HEIF retry, save retries): both are put back, so that decoding elsewhere in the
+process (the safe opener's format allow-list) is unchanged. It also sets ``OMP_NUM_THREADS=1``
+and its CPU device selection lowers torch's thread count; both are put back (the thread count
+halves the time per image on a small machine).
 """
 
 from __future__ import annotations
@@ -91,11 +93,19 @@ def _import_ultralytics() -> Any:
             from .compat import ensure_torchvision, pure_torchvision_nms
 
             ensure_torchvision()
+            import PIL.Image
+            import torch
+
             omp = os.environ.get("OMP_NUM_THREADS")
+            # ultralytics replaces PIL.Image.open (retrying unidentified files with a HEIF plugin it
+            # would import or install) and torch.save for the whole process when imported; fairsets'
+            # safe image opener must keep Pillow's own behaviour, so both are put back.
+            image_open, torch_save = PIL.Image.open, torch.save
             try:
                 import ultralytics
                 from ultralytics.utils.nms import TorchNMS
             finally:
+                PIL.Image.open, torch.save = image_open, torch_save
                 if omp is None:
                     os.environ.pop("OMP_NUM_THREADS", None)
             pure_torchvision_nms(TorchNMS.nms)
