@@ -32,6 +32,7 @@ fails, it is imported as usual.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import Any
@@ -66,8 +67,11 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+@functools.cache
 def _albumentations() -> Any:
-    """albumentations' transforms, ``Compose`` and ``__version__``, without PyTorch (module docstring)."""
+    """albumentations' transforms, ``Compose`` and ``__version__``, without PyTorch (module docstring).
+
+    Loaded once per process: ``augment`` asks for it twice per image."""
     import importlib.metadata
     import sys
     import types
