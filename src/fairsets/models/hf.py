@@ -17,6 +17,7 @@ from fairsets.core.registry import MODELS
 
 from .base import VLM, ModelUnavailable, check_device, is_random, seeded
 from .compat import ensure_torchvision
+from .hub import hub_errors
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -43,19 +44,6 @@ def _looks_like_path(name: str) -> bool:
         or name.count("/") > 1
         or (os.sep != "/" and os.sep in name)
     )
-
-
-def _hub_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [OSError]
-    try:
-        from huggingface_hub import errors as hub_errors
-    except ImportError:
-        return tuple(errors)
-    for name in ("EntryNotFoundError", "HfHubHTTPError", "LocalEntryNotFoundError", "OfflineModeIsEnabled"):
-        cls = getattr(hub_errors, name, None)
-        if isinstance(cls, type) and issubclass(cls, BaseException):
-            errors.append(cls)
-    return tuple(errors)
 
 
 def _features(out: Any) -> Any:
@@ -199,7 +187,7 @@ class HFVLM(VLM):
             else:
                 model = transformers.AutoModel.from_pretrained(source, dtype=torch.float32, **kw)
             tokenizer, image_processor = _processors(transformers, source, kw)
-        except _hub_errors() as e:
+        except hub_errors() as e:
             raise ModelUnavailable(
                 f"hf model {name!r} is not available here ({type(e).__name__}: {e}). Download it on a "
                 f"networked machine with `hf download {source} --local-dir DIR"

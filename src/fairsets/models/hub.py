@@ -15,7 +15,7 @@ import socket
 import urllib.parse
 from collections.abc import Iterator
 
-__all__ = ["hub_access", "hub_endpoint", "offline_reason"]
+__all__ = ["hub_access", "hub_endpoint", "hub_errors", "offline_reason"]
 
 #: Seconds one connection attempt to the hub may take (``FAIRSETS_HUB_PROBE_TIMEOUT``).
 PROBE_TIMEOUT = 3.0
@@ -110,3 +110,17 @@ def hub_access() -> Iterator[str | None]:
             os.environ["HF_HUB_OFFLINE"] = saved_env
         if constants is not None:
             constants.HF_HUB_OFFLINE = saved_const
+
+
+def hub_errors() -> tuple[type[BaseException], ...]:
+    """What a failed Hugging Face download raises: OSError, and huggingface_hub's errors where installed."""
+    errors: list[type[BaseException]] = [OSError]
+    try:
+        from huggingface_hub import errors as hub_error_types
+    except ImportError:
+        return tuple(errors)
+    for name in ("EntryNotFoundError", "HfHubHTTPError", "LocalEntryNotFoundError", "OfflineModeIsEnabled"):
+        cls = getattr(hub_error_types, name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            errors.append(cls)
+    return tuple(errors)

@@ -134,15 +134,14 @@ def _hub_file(spec: str) -> Path:
         raise ModelUnavailable(
             f"hub weights {spec!r} need huggingface_hub: pip install huggingface_hub"
         ) from e
-    from .hf import _hub_errors
-    from .hub import hub_access
+    from .hub import hub_access, hub_errors
 
     with hub_access() as offline:
         try:
             return Path(
                 hf_hub_download(repo, parts[2], revision=revision, local_files_only=offline is not None)
             )
-        except _hub_errors() as e:
+        except hub_errors() as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             why = f"{offline}, and it is not in the Hugging Face cache" if offline else first
             raise ModelUnavailable(
