@@ -42,28 +42,26 @@ print(json.dumps([m for m in NOT_IMPORTED if m in sys.modules]))
 """
 
 
-def test_a_shard_without_augmentation_imports_neither_albumentations_nor_torch(tmp_path: Path) -> None:
-    code = f"NOT_IMPORTED = {NOT_IMPORTED!r}\nAUGMENT = None\n{_MATERIALIZE}"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
-    res = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout.splitlines()[-1]) == []
-    assert (tmp_path / "shards" / "imbalanced" / "train-00000.tar").is_file()
-
-
-def test_an_augmented_shard_imports_no_torch(tmp_path: Path) -> None:
-    """albumentations' transforms run without its package __init__ and so without PyTorch."""
-    not_imported = ("torch", "albumentations.pytorch", "webdataset.compat")
-    augment = {"kind": "mild", "seed": 7}
+def _imported_by_a_shard(tmp_path: Path, not_imported: tuple[str, ...], augment: dict | None) -> list[str]:
+    """Write one shard in a fresh interpreter; the modules of ``not_imported`` it imported."""
     code = f"NOT_IMPORTED = {not_imported!r}\nAUGMENT = {augment!r}\n{_MATERIALIZE}"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
     res = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
     )
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout.splitlines()[-1]) == []
+    return json.loads(res.stdout.splitlines()[-1])
+
+
+def test_a_shard_without_augmentation_imports_neither_albumentations_nor_torch(tmp_path: Path) -> None:
+    assert _imported_by_a_shard(tmp_path, NOT_IMPORTED, None) == []
+    assert (tmp_path / "shards" / "imbalanced" / "train-00000.tar").is_file()
+
+
+def test_an_augmented_shard_imports_no_torch(tmp_path: Path) -> None:
+    """albumentations' transforms run without its package __init__ and so without PyTorch."""
+    not_imported = ("torch", "albumentations.pytorch", "webdataset.compat")
+    assert _imported_by_a_shard(tmp_path, not_imported, {"kind": "mild", "seed": 7}) == []
 
 
 def _pid(spec: dict) -> dict:
