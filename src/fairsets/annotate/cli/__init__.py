@@ -6,19 +6,22 @@ its commands on it, in this order:
 * :mod:`.persons` — ``persons``;
 * :mod:`.heads` — ``train``;
 * :mod:`.classify` — ``classify``;
-* :mod:`.verify` — ``verify``.
+* :mod:`.verify` — ``verify``;
+* :mod:`.vote` — ``vote`` (consensus labels from chat-model annotators);
+* :mod:`.caption` — ``caption`` (red-box person captions);
+* :mod:`.compare` — ``compare-captioners`` (pairwise win rate with a judge model).
 """
 
 from __future__ import annotations
 
 import typer
 
-from . import classify, heads, persons, verify
+from . import caption, classify, compare, heads, persons, verify, vote
 
 annotate_app = typer.Typer(
     help="Annotate people in image–text shards: person boxes, perceived-attribute heads, verification.",
     no_args_is_help=True,
 )
 
-for _module in (persons, heads, classify, verify):
+for _module in (persons, heads, classify, verify, vote, caption, compare):
     _module.register(annotate_app)

@@ -1,0 +1,71 @@
+"""The chat requests the annotate commands send, built in one place so their answers are shared.
+
+``annotate caption`` and ``annotate compare-captioners`` ask a captioner the same request for the
+same box (the same red-box JPEG, prompt and sampling settings), so a caption written by one is a
+cache hit for the other: both build it with :func:`caption_request` from a view rendered with
+:data:`CAPTION_VIEW`. Every command of an annotation folder caches answers in
+:func:`chat_cache_dir` (``ANN/.fairsets/chat-cache``): an interrupted run resumes, and a re-run
+sends no request.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fairsets.fetch.chat import ChatRequest, user
+
+from . import layout
+from .views import DEFAULT_CAPTION_PROMPT
+
+if TYPE_CHECKING:
+    from .judge import JudgePrompt
+    from .vote_prompts import Question
+
+__all__ = [
+    "CAPTION_MAX_TOKENS",
+    "CAPTION_VIEW",
+    "JUDGE_MAX_TOKENS",
+    "VOTE_MAX_TOKENS",
+    "VOTE_VIEW",
+    "caption_request",
+    "chat_cache_dir",
+    "judge_request",
+    "vote_request",
+]
+
+#: How a captioner (and a judge) is shown a box: the whole image, the box framed in red, the
+#: longest side at most 1024 px (keyword arguments of :func:`fairsets.annotate.items.views`).
+CAPTION_VIEW: dict[str, Any] = {"view": "redbox", "max_side": 1024, "width": 3}
+#: How a voter is shown a box by default: the crop, at most 512 px (``--view redbox`` shows the
+#: whole image framed, at most 1024 px, as captions do).
+VOTE_VIEW: dict[str, Any] = {"view": "crop", "max_side": 512}
+#: Answer lengths: a letter (room for a short preamble), a paragraph, a judgement with reasons.
+VOTE_MAX_TOKENS = 16
+CAPTION_MAX_TOKENS = 512
+JUDGE_MAX_TOKENS = 512
+
+
+def chat_cache_dir(ann: str | os.PathLike[str]) -> Path:
+    """``ANN/.fairsets/chat-cache``: the answer cache of every chat request made for ``ann``."""
+    return Path(ann) / layout.WORKDIR / "chat-cache"
+
+
+def vote_request(question: Question, jpeg: bytes, *, max_tokens: int = VOTE_MAX_TOKENS) -> ChatRequest:
+    """One multiple-choice question about one box view (temperature 0)."""
+    return ChatRequest([user(question.text, images=[jpeg])], temperature=0.0, max_tokens=max_tokens)
+
+
+def caption_request(
+    jpeg: bytes, prompt: str = DEFAULT_CAPTION_PROMPT, *, max_tokens: int = CAPTION_MAX_TOKENS
+) -> ChatRequest:
+    """Describe the person framed in red in ``jpeg`` (a :data:`CAPTION_VIEW` view; temperature 0)."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("the caption prompt is empty; give the text to send with each red-box image")
+    return ChatRequest([user(prompt, images=[jpeg])], temperature=0.0, max_tokens=max_tokens)
+
+
+def judge_request(prompt: JudgePrompt, jpeg: bytes, *, max_tokens: int = JUDGE_MAX_TOKENS) -> ChatRequest:
+    """Ask a judge which of two captions of the box framed in ``jpeg`` is better (temperature 0)."""
+    return ChatRequest([user(prompt.text, images=[jpeg])], temperature=0.0, max_tokens=max_tokens)

@@ -1,0 +1,182 @@
+"""The kept person boxes of an annotation folder as items to show a model: list, sample, render.
+
+``annotate vote``, ``annotate caption`` and ``annotate compare-captioners`` all ask chat models
+about kept boxes. This module is what they share:
+
+* :func:`kept_boxes` — every kept box (``kept = true`` in ``boxes/``) of the shards whose
+  ``annotate persons`` run finished, with its image's alt-text, sorted by ``(shard, key, box_id)``;
+* :func:`sample` — ``n`` of them chosen by a hash of ``(seed, salt, item)``: the same seed gives
+  the same sample on any machine, and a larger ``n`` keeps every item a smaller one chose;
+* :func:`views` — the JPEG each item is shown as (:func:`fairsets.annotate.views.render`: the crop,
+  or the whole image with a red box), reading each image once from its shard; an item whose image
+  is gone or no longer decodes comes back with a reason instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fairsets.core.data import derive_seed
+
+from . import layout
+from .labels import item_id
+
+__all__ = ["BoxItem", "kept_boxes", "sample", "shard_refs", "views"]
+
+_IMAGES_PER_READ = 64
+
+
+@dataclass(frozen=True)
+class BoxItem:
+    """One kept box: where it is, its pixels' rectangle, and its image's alt-text (may be None)."""
+
+    shard: str
+    key: str
+    box_id: int
+    box: tuple[float, float, float, float]
+    alt_text: str | None = None
+
+    @property
+    def item(self) -> str:
+        """``"{shard}/{key}/{box_id}"`` (:func:`fairsets.annotate.labels.item_id`)."""
+        return item_id(self.shard, self.key, self.box_id)
+
+
+def _finished(ann: Path, manifest: dict[str, Any]) -> list[str]:
+    names = []
+    for ref in manifest.get("inputs") or []:
+        name = layout.check_shard_name(ref["name"])
+        if layout.marker_path(ann, "persons", name).exists() and layout.boxes_path(ann, name).is_file():
+            names.append(name)
+    return names
+
+
+def shard_refs(ann: str | os.PathLike[str]) -> dict[str, Any]:
+    """``name → ShardRef`` of the folder's inputs (the manifest's ``inputs``)."""
+    from .shards import ShardRef
+
+    manifest = layout.read_manifest(ann)
+    return {ref["name"]: ShardRef.from_json(ref) for ref in manifest.get("inputs") or []}
+
+
+def kept_boxes(ann: str | os.PathLike[str]) -> list[BoxItem]:
+    """Every kept box of the finished shards of ``ann``, with alt-text, sorted by (shard, key, box_id).
+
+    Raises:
+        AnnotationError: not an annotation folder, or no shard has finished ``annotate persons``.
+    """
+    import duckdb
+
+    folder = Path(ann)
+    manifest = layout.read_manifest(folder)
+    names = _finished(folder, manifest)
+    if not names:
+        raise layout.AnnotationError(
+            f"{folder}: no finished box tables; run fairsets annotate persons SHARDS --out {folder} first"
+        )
+    boxes = [str(layout.boxes_path(folder, n)) for n in names]
+    images = [str(layout.images_path(folder, n)) for n in names if layout.images_path(folder, n).is_file()]
+    con = duckdb.connect()
+    b = f"read_parquet({boxes!r})"
+    if images:
+        query = (
+            f"SELECT b.shard, b.key, b.box_id, b.x1, b.y1, b.x2, b.y2, i.caption FROM {b} b "
+            f"LEFT JOIN read_parquet({images!r}) i ON b.shard = i.shard AND b.key = i.key "
+            "WHERE b.kept ORDER BY b.shard, b.key, b.box_id"
+        )
+    else:
+        query = (
+            f"SELECT shard, key, box_id, x1, y1, x2, y2, NULL AS caption FROM {b} "
+            "WHERE kept ORDER BY shard, key, box_id"
+        )
+    rows = con.execute(query).fetchall()
+    return [
+        BoxItem(str(s), str(k), int(i), (float(x1), float(y1), float(x2), float(y2)), c)
+        for s, k, i, x1, y1, x2, y2, c in rows
+    ]
+
+
+def sample(items: Sequence[BoxItem], n: int | None, seed: int, *, salt: str = "sample") -> list[BoxItem]:
+    """``n`` items chosen by ``derive_seed(salt, seed, item)`` (all when ``n`` is None or larger),
+    returned sorted by (shard, key, box_id). Stable: a larger ``n`` keeps a smaller one's items."""
+    if n is not None and n < 0:
+        raise ValueError(f"sample size {n} must be 0 or more")
+    chosen = list(items)
+    if n is not None and n < len(chosen):
+        chosen = sorted(chosen, key=lambda it: (derive_seed(salt, int(seed), it.item), it.item))[:n]
+    return sorted(chosen, key=lambda it: (it.shard, it.key, it.box_id))
+
+
+def views(
+    ann: str | os.PathLike[str],
+    items: Iterable[BoxItem],
+    *,
+    view: str = "crop",
+    max_side: int | None = 768,
+    width: int = 3,
+    pad: float = 0.0,
+    quality: int = 90,
+) -> Iterator[tuple[BoxItem, bytes | None, str | None]]:
+    """``(item, jpeg, None)`` or ``(item, None, reason)`` for every item, in the order given.
+
+    Images are read from the shards the manifest names with the folder's own ``max_bytes`` /
+    ``max_pixels`` limits, each image once for all its boxes (items of one image should be
+    adjacent, as :func:`kept_boxes` and :func:`sample` give them).
+    """
+    from .images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, ImageRejected, decode
+    from .shards import read_images
+    from .views import render
+
+    manifest = layout.read_manifest(ann)
+    params = manifest.get("params") if isinstance(manifest.get("params"), dict) else {}
+    max_bytes = int(params.get("max_bytes") or DEFAULT_MAX_BYTES)
+    max_pixels = int(params.get("max_pixels") or DEFAULT_MAX_PIXELS)
+    refs = shard_refs(ann)
+    pending = list(items)
+    start = 0
+    while start < len(pending):
+        # one read per run of items from the same shard, at most _IMAGES_PER_READ images
+        shard = pending[start].shard
+        keys: list[str] = []
+        end = start
+        while end < len(pending) and pending[end].shard == shard:
+            if pending[end].key not in keys:
+                if len(keys) == _IMAGES_PER_READ:
+                    break
+                keys.append(pending[end].key)
+            end += 1
+        ref = refs.get(shard)
+        stored = read_images(ref, keys, max_bytes=max_bytes) if ref is not None else {}
+        decoded: dict[str, Any] = {}
+        for it in pending[start:end]:
+            if ref is None:
+                yield it, None, f"shard {shard!r} is not among the folder's inputs"
+                continue
+            if it.key not in decoded:
+                data = stored.get(it.key)
+                if data is None:
+                    decoded[it.key] = "image not found in the shard (or unreadable there now)"
+                else:
+                    try:
+                        decoded[it.key] = decode(data, max_bytes=max_bytes, max_pixels=max_pixels)
+                    except ImageRejected as exc:
+                        decoded[it.key] = f"image no longer decodes: {exc}"
+            image = decoded[it.key]
+            if isinstance(image, str):
+                yield it, None, image
+                continue
+            try:
+                yield (
+                    it,
+                    render(
+                        image, it.box, view=view, max_side=max_side, quality=quality, pad=pad, width=width
+                    ),
+                    None,
+                )
+            except ValueError as exc:
+                yield it, None, str(exc)
+        start = end
