@@ -1,0 +1,610 @@
+"""Two captioners compared by a judge model: the pairwise win rate of A over B with a 95 % interval.
+
+The LAION person-centric captions picked their captioner this way: both candidates caption the
+same sample of person boxes, a judge model reads each pair next to the red-box image and says
+which caption describes the highlighted person better, and the win rate of one over the other is
+reported with its interval. :func:`compare_captioners` does this for an annotation folder:
+
+1. **Sample.** ``n`` kept boxes are chosen with
+   ``items.sample(items.kept_boxes(ann), n, seed, salt="compare-captioners")`` — the same boxes on
+   any machine for the same seed, and a larger ``n`` keeps every box a smaller one chose.
+2. **Caption.** Each box is rendered as :data:`~fairsets.annotate.chat_requests.CAPTION_VIEW` (the
+   whole image, the box framed in red) and captioners A and B are asked, concurrently, with
+   :func:`~fairsets.annotate.chat_requests.caption_request` — byte for byte the request
+   ``annotate caption`` sends, through the folder's answer cache
+   (:func:`~fairsets.annotate.chat_requests.chat_cache_dir`), so boxes either captioner has
+   already captioned there cost no request. ``compare.json`` says how many captions came from
+   the cache.
+3. **Judge.** For every box with both captions, :func:`~fairsets.annotate.judge.judge_prompt`
+   places them in a seeded per-item order (balanced, so a judge that prefers a position favours
+   neither captioner) and the judge is asked with
+   :func:`~fairsets.annotate.chat_requests.judge_request` on the same red-box image. Its reply
+   becomes ``A``, ``B``, ``tie`` or ``invalid`` (:meth:`~fairsets.annotate.judge.JudgePrompt.verdict`;
+   a refusal is ``invalid``). :func:`~fairsets.annotate.judge.win_rate` counts a tie as half a win
+   each and leaves ``invalid`` out of the rate (it is reported as a count).
+4. **Skip, never guess.** A box whose image cannot be rendered, whose caption request failed (after
+   the retries), was refused or came back empty, or whose judge request failed, is left out of the
+   judging and counted by reason (``skipped`` in ``compare.json``, with each item's detail). Errors
+   are not cached, so a re-run asks those requests again; answers are, so it asks nothing else.
+
+The judge may be one of the captioners (a warning says that a judge judging its own captions is
+biased); A and B must differ.
+
+Output folder ``DIR`` (each file written atomically, ``compare.json`` last):
+
+* ``compare.json`` — the three models (name, model, host: never a key or its variable), the sample
+  (``n_asked``, ``n_sampled``), ``n_judged``, the verdict counts, ``rate``, ``low``, ``high``,
+  ``level``, ``method``; ``position`` (how often A was shown first, and how often the judge chose
+  the first position among its decisive verdicts: near 0.5 for an unbiased judge); ``skipped``
+  (counts by reason and the items); per-role answers and tokens; ``warnings``; and ``run``: what
+  the run that produced these results sent (requests, retries, cache hits per role, captions from
+  the cache).
+* ``verdicts.parquet`` — one row per judged box: ``item``, ``shard``, ``key``, ``box_id``,
+  ``caption_a``, ``caption_b``, ``a_first``, ``judge_reply``, ``verdict``.
+* ``report.html`` — one self-contained page: the headline rate with its interval, the counts, and a
+  few example pairs with a thumbnail of the red-box view and both captions (all text escaped).
+
+**Resuming.** A re-run with the same settings reuses every cached answer. When its results equal
+those already in ``DIR`` (everything in ``compare.json`` but ``run``, and the verdict rows) the
+files are left exactly as they are — so a re-run with every answer cached sends no request and
+leaves identical files — and its own activity is returned (and printed by the CLI) only.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .layout import AnnotationError
+
+__all__ = ["CHUNK", "SALT", "VERDICT_COLUMNS", "compare_captioners"]
+
+log = logging.getLogger(__name__)
+
+#: The salt of the sample (``items.sample(..., salt=SALT)``).
+SALT = "compare-captioners"
+#: Boxes rendered, captioned and judged per round (bounds the JPEGs held in memory).
+CHUNK = 256
+#: The columns of ``verdicts.parquet``.
+VERDICT_COLUMNS = (
+    "item",
+    "shard",
+    "key",
+    "box_id",
+    "caption_a",
+    "caption_b",
+    "a_first",
+    "judge_reply",
+    "verdict",
+)
+_ROLES = ("a", "b", "judge")
+_EXAMPLES_PER_VERDICT = 2
+_THUMB_SIDE = 320
+
+
+def _verdict_schema() -> Any:
+    import pyarrow as pa
+
+    s = pa.string()
+    return pa.schema(
+        [
+            ("item", s),
+            ("shard", s),
+            ("key", s),
+            ("box_id", pa.int64()),
+            ("caption_a", s),
+            ("caption_b", s),
+            ("a_first", pa.bool_()),
+            ("judge_reply", s),
+            ("verdict", s),
+        ]
+    )
+
+
+@dataclass
+class _Usage:
+    """What one role's requests cost over the run."""
+
+    requests: int = 0
+    retries: int = 0
+    cache_hits: int = 0
+    answered: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    def add(self, batch: Any) -> None:
+        self.requests += batch.requests_sent
+        self.retries += batch.retries
+        self.cache_hits += batch.cache_hits
+        self.prompt_tokens += batch.prompt_tokens
+        self.completion_tokens += batch.completion_tokens
+        self.answered += sum(1 for r in batch.results if r.ok)
+
+
+def _endpoint_info(name: str, endpoint: Any) -> dict[str, str]:
+    return {"name": name, "model": endpoint.model, "host": endpoint.where}
+
+
+def _caption_outcome(result: Any) -> tuple[str | None, str | None, str | None]:
+    """``(caption, kind, detail)``: the caption, or why there is none (``failed``/``refused``/``empty``)."""
+    if result.refusal is not None or (result.error or "").startswith("refused"):
+        return None, "refused", result.error
+    if result.error is not None:
+        return None, "failed", result.error
+    text = result.text if isinstance(result.text, str) else ""
+    if not text.strip():
+        return None, "empty", "the caption is empty"
+    return text, None, None
+
+
+def _run_pair(
+    clients: dict[str, Any],
+    requests: Sequence[Any],
+    names: dict[str, str],
+    on_result: Callable[[int, Any], None] | None,
+) -> dict[str, Any]:
+    """Ask captioners A and B the same requests at the same time; their batches by role.
+
+    A fatal answer (:class:`ChatServiceError`) from either is raised once both are done (the other's
+    answers are cached), naming the annotator."""
+    from fairsets.fetch.chat import ChatServiceError
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="fairsets-compare") as pool:
+        futures = {role: pool.submit(clients[role].run, requests, on_result) for role in ("a", "b")}
+        batches: dict[str, Any] = {}
+        errors: list[BaseException] = []
+        for role, fut in futures.items():
+            try:
+                batches[role] = fut.result()
+            except ChatServiceError as exc:
+                errors.append(ChatServiceError(f"captioner --{role} {names[role]}: {exc}"))
+    if errors:
+        raise errors[0]
+    return batches
+
+
+def _summary_payload(
+    *,
+    ann: Path,
+    info: dict[str, dict[str, str]],
+    n: int,
+    seed: int,
+    prompt: str,
+    sampled: int,
+    rows: list[dict[str, Any]],
+    skipped: list[dict[str, str]],
+    usage: dict[str, _Usage],
+    interval: str,
+    level: float,
+    warnings: list[str],
+) -> dict[str, Any]:
+    from .judge import win_rate
+
+    verdicts = [r["verdict"] for r in rows]
+    counts = {v: verdicts.count(v) for v in ("A", "B", "tie", "invalid")}
+    valid = counts["A"] + counts["B"] + counts["tie"]
+    if valid:
+        rate = win_rate(verdicts, method=interval, level=level, seed=seed).to_dict()
+        headline = {k: rate[k] for k in ("rate", "low", "high")}
+    else:
+        headline = {"rate": None, "low": None, "high": None}
+    a_first = sum(1 for r in rows if r["a_first"])
+    decisive = [r for r in rows if r["verdict"] in ("A", "B")]
+    first_chosen = sum(1 for r in decisive if (r["verdict"] == "A") == r["a_first"])
+    reasons = Counter(s["reason"] for s in skipped)
+    return {
+        "ann": str(ann),
+        "a": info["a"],
+        "b": info["b"],
+        "judge": info["judge"],
+        "seed": int(seed),
+        "prompt": prompt,
+        "n_asked": int(n),
+        "n_sampled": sampled,
+        "n_judged": len(rows),
+        "n_valid": valid,
+        "counts": counts,
+        **headline,
+        "level": float(level),
+        "method": interval,
+        "ties": "a tie counts as half a win for each side; invalid verdicts are left out of the rate",
+        "position": {
+            "judged": len(rows),
+            "a_first": a_first,
+            "a_first_share": a_first / len(rows) if rows else None,
+            "decisive": len(decisive),
+            "first_chosen": first_chosen,
+            "first_preference": first_chosen / len(decisive) if decisive else None,
+        },
+        "skipped": {
+            "total": len(skipped),
+            "by_reason": dict(sorted(reasons.items())),
+            "items": skipped,
+        },
+        "answers": {
+            role: {
+                "answered": usage[role].answered,
+                **dict(sorted(usage[role].outcomes.items())),
+                "prompt_tokens": usage[role].prompt_tokens,
+                "completion_tokens": usage[role].completion_tokens,
+            }
+            for role in _ROLES
+        },
+        "tokens": {
+            "prompt": sum(usage[r].prompt_tokens for r in _ROLES),
+            "completion": sum(usage[r].completion_tokens for r in _ROLES),
+        },
+        "warnings": warnings,
+    }
+
+
+def _run_block(usage: dict[str, _Usage], seconds: float) -> dict[str, Any]:
+    return {
+        "requests": {
+            **{r: usage[r].requests for r in _ROLES},
+            "total": sum(usage[r].requests for r in _ROLES),
+        },
+        "retries": {r: usage[r].retries for r in _ROLES},
+        "cache_hits": {
+            **{r: usage[r].cache_hits for r in _ROLES},
+            "total": sum(usage[r].cache_hits for r in _ROLES),
+        },
+        "captions_from_cache": usage["a"].cache_hits + usage["b"].cache_hits,
+        "seconds": round(seconds, 3),
+    }
+
+
+def _unchanged(out: Path, payload: dict[str, Any], rows: list[dict[str, Any]]) -> bool:
+    """Whether ``out`` already holds exactly these results (every file present and readable)."""
+    import pyarrow.parquet as pq
+
+    paths = [out / "compare.json", out / "verdicts.parquet", out / "report.html"]
+    if not all(p.is_file() for p in paths):
+        return False
+    try:
+        old = json.loads(paths[0].read_text(encoding="utf-8"))
+        old_rows = pq.read_table(paths[1]).to_pylist()
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    except Exception:  # an unreadable parquet (pyarrow's own errors): rewrite it
+        return False
+    if not isinstance(old, dict):
+        return False
+    old.pop("run", None)
+    return old == json.loads(json.dumps(payload)) and old_rows == rows
+
+
+def _thumbnails(ann: Path, items: Sequence[Any]) -> dict[str, bytes]:
+    from .items import views
+
+    return {
+        it.item: jpeg
+        for it, jpeg, _ in views(ann, items, view="redbox", max_side=_THUMB_SIDE, width=3)
+        if jpeg is not None
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def report_html(summary: dict[str, Any], examples: Sequence[dict[str, Any]], thumbs: dict[str, bytes]) -> str:
+    """``report.html``: the headline, the counts and ``examples`` (verdict rows) with thumbnails.
+
+    Every text that came from a model or a file is escaped; images are inline ``data:`` URLs, so
+    the page needs nothing else."""
+    e = html.escape
+    a, b, j = summary["a"], summary["b"], summary["judge"]
+    c = summary["counts"]
+    if summary["rate"] is None:
+        head = "No valid verdict: the win rate is undefined."
+    else:
+        head = (
+            f"{e(a['name'])} beats {e(b['name'])} in {_pct(summary['rate'])} of "
+            f"{summary['n_valid']} judged pairs ({100 * summary['level']:.0f} % {e(summary['method'])} "
+            f"interval {_pct(summary['low'])} – {_pct(summary['high'])})"
+        )
+    pos = summary["position"]
+    skipped = summary["skipped"]["by_reason"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e(a['name'])} vs {e(b['name'])}: captioner comparison</title>",
+        "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;vertical-align:top}"
+        ".pair{display:flex;gap:1em;margin:1em 0;border-top:1px solid #ccc;padding-top:1em}"
+        ".pair img{max-width:320px;height:auto}.win{background:#e6f4e6}</style></head><body>",
+        f"<h1>Captioner comparison: {e(a['name'])} (A) vs {e(b['name'])} (B)</h1>",
+        f"<p><strong>{head}</strong></p>",
+        "<table><tr><th>role</th><th>name</th><th>model</th><th>host</th></tr>",
+        *(
+            f"<tr><td>{role}</td><td>{e(m['name'])}</td><td>{e(m['model'])}</td><td>{e(m['host'])}</td></tr>"
+            for role, m in (("A", a), ("B", b), ("judge", j))
+        ),
+        "</table>",
+        "<h2>Counts</h2><table>",
+        f"<tr><td>boxes asked / sampled / judged</td><td>{summary['n_asked']} / {summary['n_sampled']} / "
+        f"{summary['n_judged']}</td></tr>",
+        f"<tr><td>A wins / B wins / ties / invalid</td><td>{c['A']} / {c['B']} / {c['tie']} / "
+        f"{c['invalid']}</td></tr>",
+        f"<tr><td>A shown first</td><td>{pos['a_first']} of {pos['judged']}</td></tr>",
+        f"<tr><td>judge chose the first position</td><td>{pos['first_chosen']} of {pos['decisive']} "
+        f"decisive verdicts ({_pct(pos['first_preference'])})</td></tr>",
+        *(f"<tr><td>skipped: {e(reason)}</td><td>{k}</td></tr>" for reason, k in skipped.items()),
+        "</table>",
+        *(f"<p><strong>Warning:</strong> {e(w)}</p>" for w in summary["warnings"]),
+        "<p>A tie counts as half a win for each side; invalid verdicts are left out of the rate.</p>",
+        "<h2>Examples</h2>",
+    ]
+    for row in examples:
+        jpeg = thumbs.get(row["item"])
+        img = (
+            f'<img alt="{e(row["item"])}" src="data:image/jpeg;base64,{base64.b64encode(jpeg).decode()}">'
+            if jpeg
+            else "<p>(image unavailable)</p>"
+        )
+        shown = "first" if row["a_first"] else "second"
+        cls_a = ' class="win"' if row["verdict"] == "A" else ""
+        cls_b = ' class="win"' if row["verdict"] == "B" else ""
+        parts.append(
+            f'<div class="pair"><div>{img}<br><code>{e(row["item"])}</code></div><div>'
+            f"<p><strong>verdict: {e(row['verdict'])}</strong> (A shown {shown})</p>"
+            f"<p{cls_a}><strong>A ({e(a['name'])}):</strong> {e(row['caption_a'])}</p>"
+            f"<p{cls_b}><strong>B ({e(b['name'])}):</strong> {e(row['caption_b'])}</p>"
+            f"<details><summary>judge's reply</summary><pre>{e(row['judge_reply'] or '')}</pre></details>"
+            "</div></div>"
+        )
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def _examples(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A few rows of each verdict, in item order (deterministic)."""
+    picked: list[dict[str, Any]] = []
+    for v in ("A", "B", "tie", "invalid"):
+        picked += [r for r in rows if r["verdict"] == v][:_EXAMPLES_PER_VERDICT]
+    return picked
+
+
+def compare_captioners(
+    ann: str | os.PathLike[str],
+    annotators: Any,
+    *,
+    a: str,
+    b: str,
+    judge: str,
+    out: str | os.PathLike[str],
+    n: int = 500,
+    seed: int = 0,
+    prompt: str | None = None,
+    interval: str = "wilson",
+    level: float = 0.95,
+    max_retries: int = 3,
+    backoff: float = 1.0,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Compare captioners ``a`` and ``b`` of ``annotators``, judged by ``judge``, on ``n`` boxes of ``ann``.
+
+    See the module docstring for what is asked and written.
+
+    Args:
+        ann: the annotation folder (``annotate persons --out``).
+        annotators: an :class:`~fairsets.annotate.annotators.Annotators` or the path of an
+            ``annotators.toml``.
+        a, b: the two captioners' names (must differ).
+        judge: the judge's name (may be ``a`` or ``b``; a warning is recorded).
+        out: the output folder (created; a file there is an error).
+        n: boxes to sample (at least 1; fewer when the folder has fewer kept boxes).
+        seed: the sample's and the caption order's seed (and the bootstrap's).
+        prompt: the caption prompt (default :data:`~fairsets.annotate.views.DEFAULT_CAPTION_PROMPT`,
+            as ``annotate caption`` uses: the same prompt makes its captions cache hits here).
+        interval: ``"wilson"`` or ``"bootstrap"``.
+        level: the interval's confidence level.
+        max_retries: retries per request after the first try (429, 5xx, timeouts).
+        backoff: the first retry wait in seconds without ``Retry-After`` (doubles each retry).
+        progress: a :class:`fairsets.core.progress.Progress` (default: none shown).
+
+    Returns:
+        The contents of ``compare.json``, plus ``"out"`` (the folder) and ``"written"`` (False when
+        the folder already held these exact results and was left as it was); ``"run"`` is always
+        this run's activity.
+
+    Raises:
+        AnnotationError: bad names or options, not an annotation folder, no kept boxes, ``out`` a file.
+        ChatServiceError: an endpoint refuses every request (bad key, unknown model, wrong
+            base_url); the message names the annotator. Answers already in are cached.
+    """
+    from fairsets.core.atomic import atomic_write_text
+    from fairsets.core.progress import Progress
+    from fairsets.core.tables import write_table
+    from fairsets.fetch.chat import ChatClient, ChatServiceError
+
+    from . import items as box_items
+    from .annotators import Annotators, load_annotators
+    from .chat_requests import CAPTION_VIEW, caption_request, chat_cache_dir, judge_request
+    from .judge import judge_prompt
+    from .views import DEFAULT_CAPTION_PROMPT
+
+    started = time.monotonic()
+    ann = Path(ann)
+    out = Path(out)
+    if interval not in ("wilson", "bootstrap"):
+        raise AnnotationError(f"--interval {interval!r}: choose wilson or bootstrap")
+    if isinstance(n, bool) or int(n) < 1:
+        raise AnnotationError(f"--n {n}: compare at least 1 box (the paper used 500)")
+    if int(max_retries) < 0:
+        raise AnnotationError(f"--max-retries {max_retries}: give 0 or more")
+    if not 0.0 < float(level) < 1.0:
+        raise AnnotationError(f"level {level}: the confidence level must lie strictly between 0 and 1")
+    prompt = DEFAULT_CAPTION_PROMPT if prompt is None else prompt
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise AnnotationError("the caption prompt is empty; give the text to send with each red-box image")
+    if a == b:
+        raise AnnotationError(
+            f"--a and --b are both {a!r}: a captioner compared with itself says nothing; name two annotators"
+        )
+    if out.exists() and not out.is_dir():
+        raise AnnotationError(f"--out {out}: a file, not a folder; give a folder for compare.json")
+    roster = annotators if isinstance(annotators, Annotators) else load_annotators(annotators)
+    endpoints = {"a": roster.get(a, "--a"), "b": roster.get(b, "--b"), "judge": roster.get(judge, "--judge")}
+    names = {"a": a, "b": b, "judge": judge}
+    info = {role: _endpoint_info(names[role], ep) for role, ep in endpoints.items()}
+
+    warnings: list[str] = []
+    same = lambda x, y: (x.base_url, x.model) == (y.base_url, y.model)  # noqa: E731
+    for role in ("a", "b"):
+        if judge == names[role] or same(endpoints["judge"], endpoints[role]):
+            warnings.append(
+                f"the judge {judge} is captioner {role.upper()} ({names[role]}) too: a judge judging its "
+                "own captions is biased; use a third model as the judge"
+            )
+    if same(endpoints["a"], endpoints["b"]):
+        warnings.append(
+            f"{a} and {b} are the same model at the same address: their captions are the same answers"
+        )
+
+    chosen = box_items.sample(box_items.kept_boxes(ann), int(n), int(seed), salt=SALT)
+    if not chosen:
+        raise AnnotationError(f"{ann}: no kept person boxes to compare captions on")
+
+    cache = chat_cache_dir(ann)
+    clients = {
+        role: ChatClient(ep, cache_dir=cache, max_retries=int(max_retries), backoff=backoff)
+        for role, ep in endpoints.items()
+    }
+    usage = {role: _Usage() for role in _ROLES}
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    progress = progress if progress is not None else Progress(False)
+
+    with out_lock(out), progress.stage("compare-captioners", 3 * len(chosen)) as advance:
+
+        def tick(_i: int, _r: Any) -> None:
+            advance(1)
+
+        for start in range(0, len(chosen), CHUNK):
+            chunk = chosen[start : start + CHUNK]
+            rendered: list[tuple[Any, bytes]] = []
+            for it, jpeg, reason in box_items.views(ann, chunk, **CAPTION_VIEW):
+                if jpeg is None:
+                    skipped.append({"item": it.item, "reason": "image unavailable", "detail": str(reason)})
+                    advance(3)
+                else:
+                    rendered.append((it, jpeg))
+            requests = [caption_request(jpeg, prompt) for _, jpeg in rendered]
+            batches = _run_pair(clients, requests, names, tick) if requests else {}
+            for role in ("a", "b"):
+                if role in batches:
+                    usage[role].add(batches[role])
+            pending: list[tuple[Any, bytes, Any, dict[str, Any]]] = []
+            for i, (it, jpeg) in enumerate(rendered):
+                caps: dict[str, str | None] = {}
+                why: list[tuple[str, str | None]] = []
+                for role in ("a", "b"):
+                    text, kind, detail = _caption_outcome(batches[role].results[i])
+                    usage[role].outcomes["ok" if kind is None else kind] += 1
+                    caps[role] = text
+                    if kind is not None:
+                        why.append((f"caption {role.upper()} {kind}", f"{names[role]}: {detail}"))
+                if why:
+                    skipped.append(
+                        {"item": it.item, "reason": why[0][0], "detail": "; ".join(str(d) for _, d in why)}
+                    )
+                    advance(1)
+                    continue
+                pending.append((it, jpeg, judge_prompt(it.item, caps["a"], caps["b"], seed=int(seed)), caps))
+            if not pending:
+                continue
+            try:
+                jb = clients["judge"].run([judge_request(p[2], p[1]) for p in pending], tick)
+            except ChatServiceError as exc:
+                raise ChatServiceError(f"judge --judge {judge}: {exc}") from None
+            usage["judge"].add(jb)
+            for (it, _jpeg, jp, caps), result in zip(pending, jb.results, strict=True):
+                if (
+                    result.error is not None
+                    and result.refusal is None
+                    and not result.error.startswith("refused")
+                ):
+                    usage["judge"].outcomes["failed"] += 1
+                    skipped.append(
+                        {"item": it.item, "reason": "judge failed", "detail": f"{judge}: {result.error}"}
+                    )
+                    continue
+                refused = result.refusal is not None or result.error is not None
+                usage["judge"].outcomes["refused" if refused else "ok"] += 1
+                reply = result.text if not refused else (result.error or "refused")
+                rows.append(
+                    {
+                        "item": it.item,
+                        "shard": it.shard,
+                        "key": it.key,
+                        "box_id": int(it.box_id),
+                        "caption_a": caps["a"],
+                        "caption_b": caps["b"],
+                        "a_first": bool(jp.a_first),
+                        "judge_reply": reply,
+                        "verdict": "invalid" if refused else jp.verdict(result.text),
+                    }
+                )
+
+        rows.sort(key=lambda r: (r["shard"], r["key"], r["box_id"]))
+        skipped.sort(key=lambda s: s["item"])
+        payload = _summary_payload(
+            ann=ann,
+            info=info,
+            n=int(n),
+            seed=int(seed),
+            prompt=prompt,
+            sampled=len(chosen),
+            rows=rows,
+            skipped=skipped,
+            usage=usage,
+            interval=interval,
+            level=float(level),
+            warnings=warnings,
+        )
+        run = _run_block(usage, time.monotonic() - started)
+        written = not _unchanged(out, payload, rows)
+        if written:
+            document = {**payload, "run": run}
+            write_table(out / "verdicts.parquet", rows, _verdict_schema())
+            examples = _examples(rows)
+            html_text = report_html(document, examples, _thumbnails(ann, _items_of(chosen, examples)))
+            atomic_write_text(out / "report.html", html_text)
+            atomic_write_text(
+                out / "compare.json",
+                json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
+            )
+        log.info(
+            "compare-captioners: %d judged, %d skipped; %d requests, %d cache hits",
+            len(rows),
+            len(skipped),
+            run["requests"]["total"],
+            run["cache_hits"]["total"],
+        )
+    return {**payload, "run": run, "out": str(out), "written": written}
+
+
+def _items_of(chosen: Sequence[Any], rows: Sequence[dict[str, Any]]) -> list[Any]:
+    wanted = {r["item"] for r in rows}
+    return [it for it in chosen if it.item in wanted]
+
+
+def out_lock(out: Path) -> Any:
+    """Hold ``out``'s lock (``out/.fairsets/lock``) so two comparisons never write one folder at once."""
+    from fairsets.core.atomic import layout_lock
+
+    out.mkdir(parents=True, exist_ok=True)
+    return layout_lock(out)
