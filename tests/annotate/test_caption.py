@@ -341,7 +341,7 @@ def test_another_prompt_or_model_under_one_name_needs_replace(
             ["annotate", "caption", ann.path, "--annotators", toml, "--captioner", "cap"], capsys
         )
         assert code == 0, err
-        assert "2 captions" in err and "boxes/s" in err and "A person" not in err
+        assert "cap: 2 captions, 0 failed;" in err and "boxes/s" in err and "A person" not in err
         prompt = tmp_path / "prompt.txt"
         prompt.write_text("Describe the person in the red box in five words.\n")
         args = [

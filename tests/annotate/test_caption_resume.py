@@ -97,6 +97,7 @@ def test_kill_9_twice_then_rerun_gives_the_same_bytes_and_asks_no_answered_box_a
         assert proc.returncode == 0, err.decode()
         asked = cap.seen[start:]
         assert sorted(asked) == sorted(sha_of[item] for item in items if item not in cached)
+        assert _cached(ann.path, toml, items) == set(items)  # the request compare-captioners builds
     assert _outputs(ann.path) == _outputs(reference)
     assert _entry(ann.path) == _entry(reference)
     assert _entry(ann.path)["counts"] == {"ok": 24, "refused": 0, "failed": 0, "rejected": 0}

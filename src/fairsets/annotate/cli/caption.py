@@ -19,9 +19,12 @@ def summary_line(entry: dict[str, Any], ann: Path) -> str:
     line = f"{name}: {counts['ok']} captions"
     if entry.get("cut_short"):
         line += f" ({entry['cut_short']} cut short at the token limit)"
-    extra = [f"{counts[s]} {s}" for s in ("refused", "failed", "rejected") if counts.get(s)]
+    line += f", {counts['failed']} failed"
+    extra = [f"{counts[s]} {s}" for s in ("refused", "rejected") if counts.get(s)]
     if extra:
-        line += ", " + ", ".join(extra) + " (see status and reason)"
+        line += ", " + ", ".join(extra)
+    if extra or counts["failed"]:
+        line += " (see status and reason)"
     tokens = entry["tokens"]
     line += (
         f"; {tokens['prompt']} prompt + {tokens['completion']} completion tokens"
