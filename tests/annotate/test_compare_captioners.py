@@ -168,6 +168,8 @@ def test_a_judge_preferring_detail_gives_the_detailed_captioner_every_win(ann: P
     hashes = {hashlib.sha256(j).hexdigest() for j in views.values()}
     assert set(x.captioned) == set(y.captioned) == {j for j, *_ in z.judged} == hashes
     assert len(z.judged) == 16
+    # the two captioners were asked at the same time, not one after the other
+    assert min(y.server.times) < max(x.server.times) and min(x.server.times) < max(y.server.times)
 
     wins = sum(long_won(x, one, two, reply) for _, one, two, reply in z.judged)
     assert wins == 16
@@ -453,3 +455,70 @@ def test_cli_errors_for_missing_files_and_a_refusing_endpoint(
             "HTTP 401",
         )
         assert "Traceback" not in line
+
+
+def test_refusals_and_a_failing_judge_are_counted_by_reason(ann: Path, tmp_path: Path) -> None:
+    folder = fresh(ann, tmp_path)
+    chosen = items.sample(items.kept_boxes(folder), 6, 2, salt=SALT)
+    hashes = [hashlib.sha256(j).hexdigest() for _, j, _ in items.views(folder, chosen, **CAPTION_VIEW)]
+    refuse_caption, refuse_judge, fail_judge = hashes[0], hashes[1], hashes[2]
+
+    class Picky(Model):
+        def _respond(self, body: dict[str, Any]) -> Step:
+            image, judging = _image_hash(body), "Caption 1:" in last_user_text(body)
+            if not judging and self.name == "x" and image == refuse_caption:
+                return Step(refusal="I can't describe people.")
+            if judging and image == refuse_judge:
+                return Step(refusal="I won't judge.")
+            if judging and image == fail_judge:
+                return Step(status=503)
+            return super()._respond(body)
+
+    with Picky("x", "long") as x, Picky("y") as y, Picky("z", judge=prefers_longer) as z:
+        toml = write_toml(tmp_path / "annotators.toml", x, y, z)
+        got = compare_captioners(
+            folder, toml, a="x", b="y", judge="z", n=6, seed=2, out=tmp_path / "out", max_retries=0
+        )
+    assert got["skipped"]["by_reason"] == {"caption A refused": 1, "judge failed": 1}
+    assert {s["item"]: s["reason"] for s in got["skipped"]["items"]} == {
+        chosen[0].item: "caption A refused",
+        chosen[2].item: "judge failed",
+    }
+    assert got["counts"] == {"A": 3, "B": 0, "tie": 0, "invalid": 1}  # the judge's refusal is no verdict
+    assert got["answers"]["a"]["refused"] == 1 and got["answers"]["judge"]["failed"] == 1
+    rows = {r["item"]: r for r in pq.read_table(tmp_path / "out" / "verdicts.parquet").to_pylist()}
+    assert (
+        rows[chosen[1].item]["verdict"] == "invalid" and "won't judge" in rows[chosen[1].item]["judge_reply"]
+    )
+
+
+def test_captions_written_by_annotate_caption_are_not_asked_again(
+    ann: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = fresh(ann, tmp_path)
+    with Model("x", "long") as x, Model("y") as y, Model("z", judge=prefers_longer) as z:
+        toml = write_toml(tmp_path / "annotators.toml", x, y, z)
+        for name in ("x", "y"):
+            code, _, err = run_cli(
+                ["annotate", "caption", folder, "--annotators", toml, "--captioner", name], capsys
+            )
+            assert code == 0, err
+        assert x.server.hits == y.server.hits == 24
+        got = compare_captioners(folder, toml, a="x", b="y", judge="z", n=12, out=tmp_path / "out")
+    assert (x.server.hits, y.server.hits, z.server.hits) == (24, 24, 12)
+    assert got["run"]["captions_from_cache"] == 24 and got["rate"] == 1.0
+
+
+def test_cli_without_any_valid_verdict_writes_the_files_and_says_so(
+    ann: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = fresh(ann, tmp_path)
+    out = tmp_path / "out"
+    with Model("x", "long") as x, Model("y") as y, Model("z", judge=lambda one, two: "Hard to say.") as z:
+        toml = write_toml(tmp_path / "annotators.toml", x, y, z)
+        args = ["annotate", "compare-captioners", folder, "--annotators", toml, "--a", "x", "--b", "y"]
+        code, _, err = run_cli([*args, "--judge", "z", "--n", "4", "--out", out], capsys)
+    assert_one_line_error(code, err, "no valid verdict among 4 judged pair(s)", "4 invalid", "compare.json")
+    summary = json.loads((out / "compare.json").read_text())
+    assert (summary["rate"], summary["low"], summary["high"]) == (None, None, None)
+    assert summary["counts"]["invalid"] == 4 and "win rate is undefined" in (out / "report.html").read_text()

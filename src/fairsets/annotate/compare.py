@@ -67,7 +67,7 @@ from typing import Any
 
 from .layout import AnnotationError
 
-__all__ = ["CHUNK", "SALT", "VERDICT_COLUMNS", "compare_captioners"]
+__all__ = ["CHUNK", "SALT", "VERDICT_COLUMNS", "compare_captioners", "report_html"]
 
 log = logging.getLogger(__name__)
 
@@ -488,7 +488,7 @@ def compare_captioners(
     skipped: list[dict[str, str]] = []
     progress = progress if progress is not None else Progress(False)
 
-    with out_lock(out), progress.stage("compare-captioners", 3 * len(chosen)) as advance:
+    with _out_lock(out), progress.stage("compare-captioners", 3 * len(chosen)) as advance:
 
         def tick(_i: int, _r: Any) -> None:
             advance(1)
@@ -602,7 +602,7 @@ def _items_of(chosen: Sequence[Any], rows: Sequence[dict[str, Any]]) -> list[Any
     return [it for it in chosen if it.item in wanted]
 
 
-def out_lock(out: Path) -> Any:
+def _out_lock(out: Path) -> Any:
     """Hold ``out``'s lock (``out/.fairsets/lock``) so two comparisons never write one folder at once."""
     from fairsets.core.atomic import layout_lock
 
