@@ -30,6 +30,7 @@ from cli_helpers import assert_one_line_error, run_cli
 from fairsets.annotate import layout
 from fairsets.annotate.caption import (
     MAX_CAPTION_CHARS,
+    _captioner_lock,
     caption_boxes,
     captions_path,
     prompt_sha256,
@@ -388,6 +389,15 @@ def test_another_prompt_or_model_under_one_name_needs_replace(
         assert_one_line_error(code, err, "'nope'", "cap")
         code, _, err = run_cli([*args, "--prompt", "x"], capsys)
         assert_one_line_error(code, err, "--prompt-file")
+        base = ["annotate", "caption", ann.path, "--annotators", toml, "--captioner", "cap"]
+        code, _, err = run_cli([*base, "--limit", "0"], capsys)
+        assert_one_line_error(code, err, "--limit 0")
+        code, _, err = run_cli([*base, "--prompt", "bad \udce9 bytes"], capsys)
+        assert_one_line_error(code, err, "--prompt-file")
+        with _captioner_lock(ann.path.resolve(), "cap"):  # another run of this captioner holds it
+            code, _, err = run_cli([*base, "--replace"], capsys)
+        assert_one_line_error(code, err, "another annotate caption run", "--captioner cap")
+        assert cap.hits == before + 2  # none of these sent a request
 
 
 def test_an_endpoint_that_refuses_the_key_is_one_line_and_nothing_is_lost(

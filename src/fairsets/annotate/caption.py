@@ -413,6 +413,13 @@ def caption_boxes(
     prompt = DEFAULT_CAPTION_PROMPT if prompt is None else prompt
     if not isinstance(prompt, str) or not prompt.strip():
         raise layout.AnnotationError("the caption prompt is empty; give the text to send with each image")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise layout.AnnotationError(
+            "the caption prompt is not valid Unicode text (undecodable bytes on the command line?); "
+            "write it in a UTF-8 file and pass --prompt-file"
+        ) from None
     if limit is not None and limit < 1:
         raise layout.AnnotationError(f"--limit {limit}: give a number of boxes of at least 1")
     if max_retries < 0:
