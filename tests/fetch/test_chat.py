@@ -126,7 +126,7 @@ def test_retries_are_bounded_and_failures_stay_per_request(srv: OpenAIServer) ->
     srv.respond = lambda body: Step(status=500) if last_user_text(body) == "q1" else None
     batch = client(srv, max_retries=2).run(reqs(3))
     bad = batch.results[1]
-    assert bad.text is None and bad.error == "http 500: scripted error (after 2 retries)"
+    assert bad.text is None and bad.error == "http 500 after 2 retries"
     assert sum(1 for b in srv.bodies if last_user_text(b) == "q1") == 3
     assert batch.results[0].ok and batch.results[2].ok and batch.retries == 2 and batch.failed == 1
 
@@ -168,6 +168,7 @@ def test_fatal_answers_raise_one_clear_error(srv: OpenAIServer, status: int) -> 
     text = str(info.value)
     assert SECRET not in text and "***" in text and f"HTTP {status}" in text
     assert ("FAIRSETS_TEST_CHAT_KEY" in text) if status != 404 else ("'m-1'" in text)
+    assert ("for /v1/chat/completions" in text) == (status == 404)
     assert srv.hits < 20  # the queue is dropped
 
 
@@ -178,7 +179,8 @@ def test_unreachable_server_is_a_fast_per_request_error() -> None:
     ep = ChatEndpoint(base_url=f"http://127.0.0.1:{port}/v1", model="m", api_key_env="")
     t0 = time.monotonic()
     batch = ChatClient(ep, backoff=1.0).run(reqs(2))
-    assert all("cannot connect" in (r.error or "") for r in batch.results)
+    assert all((r.error or "").startswith(f"cannot connect to 127.0.0.1:{port}: ") for r in batch.results)
+    assert all(r.no_response for r in batch.results)
     assert batch.retries == 0 and time.monotonic() - t0 < 1.0
 
 
@@ -204,6 +206,27 @@ def test_cache_resumes_and_a_rerun_sends_nothing(
     assert len(files) == 5
     assert all(SECRET.encode() not in p.read_bytes() for p in files)
     assert SECRET not in caplog.text and "chat" in caplog.text
+
+
+def test_cache_shared_across_endpoints_only_when_asked(srv: OpenAIServer, tmp_path: Path) -> None:
+    first = client(srv, tmp_path, key_by_endpoint=False).run(reqs(3))
+    assert first.requests_sent == 3
+    with OpenAIServer() as mirror:  # the same model served elsewhere
+        ep = ChatEndpoint(base_url=mirror.base_url, model="m-1", api_key_env="")
+        shared = ChatClient(ep, cache_dir=tmp_path / "cache", key_by_endpoint=False).run(reqs(3))
+        assert shared.requests_sent == 0 and mirror.hits == 0
+        assert [r.text for r in shared.results] == [f"echo: q{i}" for i in range(3)]
+        apart = ChatClient(ep, cache_dir=tmp_path / "cache").run(reqs(3))  # keyed by endpoint: asked
+        assert apart.cache_hits == 0 and mirror.hits == 3
+
+
+def test_no_response_tells_silence_from_an_http_error(srv: OpenAIServer) -> None:
+    slow, broken = Step(delay=1.0), Step(status=500)
+    srv.respond = lambda body: {"q0": slow, "q1": broken}.get(last_user_text(body))
+    batch = client(srv, timeout=0.2, max_retries=0).run(reqs(3))
+    assert [r.no_response for r in batch.results] == [True, False, False]
+    assert batch.results[0].error == f"no answer from {srv.base_url.split('/')[2]} within 0.2s"
+    assert batch.results[1].error == "http 500" and batch.results[2].ok
 
 
 def test_throughput_and_cache_speedup(srv: OpenAIServer, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from fairsets.fetch.chat import ChatClient, ChatServiceError
 from fairsets.geo.methods.base import get_method, method_from_spec
 from fairsets.geo.methods.llm import LLMMethod, LLMServiceError, MalformedAnswer, parse_answer
 from servers import LoopbackServer, Request, Response, json_response
@@ -273,22 +274,22 @@ def test_refused_key_wins_over_abandoned_requests(llm: FakeLLM, monkeypatch: pyt
     for c in captions:
         llm.overrides[c] = busy
     captions.insert(6, "refused")
-    original = LLMMethod._ask
+    original = ChatClient._ask  # one request with its retries: the method asks through the chat client
 
-    def fatal_completes_last(self: LLMMethod, *args: Any) -> Any:
+    def fatal_completes_last(self: ChatClient, *args: Any) -> Any:
         try:
             return original(self, *args)
-        except LLMServiceError:
-            time.sleep(0.3)  # the fatal future completes after every abandoned one
+        except ChatServiceError:
+            time.sleep(0.3)  # the fatal request completes after every abandoned one
             raise
 
-    monkeypatch.setattr(LLMMethod, "_ask", fatal_completes_last)
+    monkeypatch.setattr(ChatClient, "_ask", fatal_completes_last)
     started = time.monotonic()
     with pytest.raises(LLMServiceError, match=r"HTTP 401.*FAIRSETS_LLM_API_KEY was refused"):
         make(llm, concurrency=8, max_retries=3, max_wait=60.0, abort_after=3).predict(captions)
     assert time.monotonic() - started < 10  # the sleeping retries stopped at once
 
-    monkeypatch.setattr(LLMMethod, "_ask", original)
+    monkeypatch.setattr(ChatClient, "_ask", original)
     for _ in range(20):  # the unforced race, repeated
         with pytest.raises(LLMServiceError, match=r"HTTP 401.*FAIRSETS_LLM_API_KEY was refused"):
             make(llm, concurrency=8, max_retries=3, max_wait=60.0, abort_after=3).predict(captions)
@@ -406,6 +407,29 @@ def test_disk_cache(llm: FakeLLM, tmp_path: Path) -> None:
     make(llm, cache_dir=str(tmp_path / "c"), model="other").predict(captions[:1])
     make(llm, cache_dir=str(tmp_path / "c"), max_tokens=32).predict(captions[:1])
     assert llm.hits() == 8
+
+
+def test_cache_folders_of_earlier_versions_stay_valid(tmp_path: Path) -> None:
+    """A cache written before the method asked through the shared chat client answers without requests."""
+    from fairsets.fetch.cache import DiskCache
+
+    old = DiskCache(tmp_path / "c")
+    captions = ["Happy boys at Copacabana Beach", "A Dutch windmill"]
+    for caption, answer in zip(captions, ["Output: Brazil", "Output: Netherlands"], strict=True):
+        key = {  # the layout of the first version, typed out here
+            "v": 1,
+            "model": "mixtral-test",
+            "system": None,
+            "user": PAPER_TEXT.replace("Happy boys at Copacabana Beach", "{caption}"),
+            "temperature": 0.0,
+            "max_tokens": 16,
+            "caption": caption,
+        }
+        old.put(key, answer.encode())
+    method = make(base_url=f"http://127.0.0.1:{closed_port()}/v1", cache_dir=str(tmp_path / "c"))
+    assert method.predict_with_errors(captions) == (["BRA", "NLD"], [None, None])
+    counts = method.provenance()["counts"]
+    assert counts["requests"] == 0 and counts["cache_hits"] == 2
 
 
 def test_default_cache_dir_from_env(llm: FakeLLM, tmp_path: Path) -> None:

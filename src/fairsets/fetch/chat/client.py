@@ -1,9 +1,9 @@
 """Run batches of chat requests against one :class:`~fairsets.fetch.chat.ChatEndpoint`.
 
 :class:`ChatClient` sends at most ``max_concurrency`` requests at a time, retries 429 and 5xx
-answers and timeouts a bounded number of times (``Retry-After`` honoured, in seconds or as an
-HTTP date; otherwise exponential backoff with jitter), and caches every answer on disk as it
-arrives, so an interrupted batch resumes and a re-run sends no request::
+answers, timeouts and dropped connections a bounded number of times (``Retry-After`` honoured,
+in seconds or as an HTTP date; otherwise exponential backoff with jitter), and caches every
+answer on disk as it arrives, so an interrupted batch resumes and a re-run sends no request::
 
     client = ChatClient(endpoint, cache_dir="cache/chat")
     batch = client.run([ChatRequest([user("Describe the person.", images=[jpeg])])])
@@ -11,21 +11,41 @@ arrives, so an interrupted batch resumes and a re-run sends no request::
 
 Errors:
 
-* **per request** (``ChatResult.error``, the batch goes on): a 429/5xx or timeout still failing
-  after the retries, another 4xx (e.g. a prompt beyond the context window), a body that is not a
-  chat completion, a refusal (``refusal`` holds the model's text), an unreachable server;
-* **whole batch** (:class:`ChatServiceError`, queued requests are dropped, answers already in
-  stay cached): 401/403 (bad or missing key), 404/405 (unknown model, or ``base_url`` not the
-  API root), a redirect (not followed: it would carry the key elsewhere).
+* **per request** (``ChatResult.error``, the batch goes on), one text per kind:
+
+  - ``"http 503 after 3 retries"``: a 429 or 5xx still failing after the retries (``"http 503"``
+    when ``max_retries`` is 0); the server's text for those is only logged (often an HTML page);
+  - ``"http 400: <the server's message>"``: another 4xx (e.g. a prompt beyond the context window),
+    not retried;
+  - ``"invalid response: <what is wrong>"``: a 200 whose body is not a chat completion;
+  - ``"refused: <the model's text>"`` (``refusal`` holds it): the model declined;
+  - no HTTP response at all (``no_response`` is true): ``"no answer from <host:port> within
+    <timeout>s"`` and ``"connection to <host:port> failed: <error>"`` are retried (``" after N
+    retries"`` is appended); ``"cannot connect to <host:port>: <reason>"`` for a refused
+    connection or an unknown host is not retried (the server is down or the address wrong:
+    backing off would only add minutes).
+
+* **whole batch** (:class:`ChatServiceError`, queued requests are dropped, waiting retries wake
+  and stop, answers already in stay cached): 401/403 (bad or missing key), 404/405 (unknown
+  model, or ``base_url`` not the API root), a redirect (not followed: it would carry the key
+  elsewhere). The error raised is always the first such answer, whatever order the requests
+  complete in; the requests it stops are abandoned, never reported as failures.
+
+``run(requests, on_result=...)`` reports each result as it arrives; what ``on_result`` raises
+stops the batch the same way and is raised from ``run``. Neither is called for a request
+abandoned because the batch is stopping.
 
 The key is read from the variable ``api_key_env`` names when a batch starts and sent only as
 ``Authorization: Bearer`` to ``base_url``'s host; it is never in cache keys or files, logs or
-error texts (server texts quoted in errors have it masked).
+error texts (server texts quoted in errors and logs have it masked).
 
-The cache key is (base_url, model, messages with images replaced by their SHA-256, temperature,
-max_tokens, seed); the value holds the text, finish reason, refusal and usage. Answers are
-cached, refusals included (the model's answer to that request); errors are not, so a re-run asks
-those requests again.
+Cache: the key is (base_url, model, messages with images replaced by their SHA-256,
+temperature, max_tokens, seed) — without base_url when ``key_by_endpoint=False``, so the same
+model served elsewhere answers from the cache; the value holds the text, finish reason, refusal
+and usage. Answers are cached, refusals included (the model's answer to that request); errors
+are not, so a re-run asks those requests again. A caller with an on-disk layout of its own
+(:mod:`fairsets.geo.methods.llm` keeps its raw-answer files) overrides :meth:`ChatClient.question_key`,
+:meth:`ChatClient.encode_answer` and :meth:`ChatClient.decode_answer`.
 """
 
 from __future__ import annotations
@@ -37,6 +57,7 @@ import os
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +75,7 @@ __all__ = ["ChatBatch", "ChatClient", "ChatRequest", "ChatResult", "ChatServiceE
 
 log = logging.getLogger(__name__)
 _FATAL = frozenset({401, 403, 404, 405})
+_STORED = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "error", "refusal")
 
 
 class ChatServiceError(RuntimeError):
@@ -72,7 +94,11 @@ class ChatRequest:
 
 @dataclass
 class ChatResult:
-    """The outcome of one request: ``text`` or an ``error``, never both."""
+    """The outcome of one request: ``text`` or an ``error``, never both.
+
+    ``no_response`` tells a request that never got an HTTP answer (refused, unknown host,
+    timeout, dropped connection) from one the server answered with an error.
+    """
 
     text: str | None = None
     finish_reason: str | None = None
@@ -82,6 +108,7 @@ class ChatResult:
     refusal: str | None = None
     cached: bool = False
     attempts: int = 0
+    no_response: bool = False
 
     @property
     def ok(self) -> bool:
@@ -114,12 +141,12 @@ class ChatBatch:
         return sum(1 for r in self.results if r.error is not None)
 
 
-class _Transient(ConnectionError):
-    """No answer (a timeout, a reset connection): retried."""
+class _NoResponse(ConnectionError):
+    """No HTTP answer (a timeout, a dropped connection): retried."""
 
 
 class _Unreachable(Exception):
-    """The host cannot be reached at all: not retried."""
+    """The host cannot be reached at all (refused, unknown): not retried."""
 
 
 class _Status(HttpStatusError):
@@ -133,19 +160,46 @@ class _Bad(Exception):
 
 
 class _Stopped(Exception):
-    """The batch is being abandoned (a fatal answer elsewhere)."""
+    """The batch is being abandoned (a fatal answer elsewhere, or ``on_result`` raised)."""
+
+
+def _retried_status(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
+@dataclass
+class _Run:
+    """One batch's shared state: the key, the stop flag, the fatal answers in arrival order."""
+
+    key: str
+    batch: ChatBatch
+    stop: threading.Event = field(default_factory=threading.Event)
+    fatal: list[ChatServiceError] = field(default_factory=list)
+    failure: list[BaseException] = field(default_factory=list)  # what on_result raised
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _detail(body: bytes) -> str:
+    """The message of an OpenAI-style error body (``{"error": {"message": …}}``), else its text."""
     text = body.decode("utf-8", "replace")
     try:
         data = json.loads(text)
     except ValueError:
-        return text[:200]
-    err = data.get("error", data) if isinstance(data, dict) else data
-    if isinstance(err, dict) and isinstance(err.get("message"), str):
-        return err["message"][:200]
-    return (err if isinstance(err, str) else text)[:200]
+        return _clip(" ".join(text.split()), 200)
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            for name in ("message", "detail", "error"):
+                if isinstance(err.get(name), str):
+                    return _clip(err[name], 200)
+        if isinstance(err, str):
+            return _clip(err, 200)
+        if isinstance(data.get("detail"), str):
+            return _clip(data["detail"], 200)
+    return _clip(" ".join(text.split()), 200)
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -158,9 +212,10 @@ def _parse(raw: bytes) -> ChatResult:
         choice = data["choices"][0]
         message = choice["message"]
     except (UnicodeDecodeError, ValueError):
-        raise _Bad(f"not JSON: {raw[:60].decode('utf-8', 'replace')!r}") from None
+        text = " ".join(raw.decode("utf-8", "replace").split())
+        raise _Bad(f"not JSON: {_clip(text, 60)!r}") from None
     except (KeyError, IndexError, TypeError):
-        raise _Bad("no choices[0].message") from None
+        raise _Bad("no choices[0].message.content") from None
     if not isinstance(message, dict):
         raise _Bad("choices[0].message is not an object")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
@@ -172,7 +227,7 @@ def _parse(raw: bytes) -> ChatResult:
     content, refusal = message.get("content"), message.get("refusal")
     if isinstance(refusal, str) and refusal:
         result.refusal = refusal
-        result.error = f"refused: {refusal[:200]}"
+        result.error = f"refused: {_clip(refusal, 200)}"
     elif isinstance(content, str):
         result.text = content
     elif result.finish_reason == "content_filter":
@@ -183,6 +238,8 @@ def _parse(raw: bytes) -> ChatResult:
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects become errors: a redirected request would carry the key to another address."""
+
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
 
@@ -193,9 +250,12 @@ class ChatClient:
     Args:
         endpoint: where to send requests.
         cache_dir: folder of the answer cache (``None``: no cache).
-        max_retries: retries after the first try for 429, 5xx and timeouts.
+        max_retries: retries after the first try for 429, 5xx, timeouts and dropped connections.
         backoff: first wait in seconds without ``Retry-After``; doubles each retry.
         max_wait: cap on one wait, ``Retry-After`` included.
+        key_by_endpoint: whether ``base_url`` is part of the cache key (default). ``False``: the
+            same model asked the same question elsewhere (a mirror, a moved server) is answered
+            from the cache.
     """
 
     def __init__(
@@ -206,9 +266,11 @@ class ChatClient:
         max_retries: int = 3,
         backoff: float = 1.0,
         max_wait: float = 60.0,
+        key_by_endpoint: bool = True,
     ) -> None:
         self.endpoint = endpoint
         self.cache = DiskCache(cache_dir)
+        self.key_by_endpoint = bool(key_by_endpoint)
         self.policy = RetryPolicy(attempts=int(max_retries) + 1, backoff=backoff, max_wait=max_wait)
         handlers: list[Any] = [
             _NoRedirect(),
@@ -220,7 +282,6 @@ class ChatClient:
 
     def _is_loopback(self) -> bool:
         import ipaddress
-        import urllib.parse
 
         host = urllib.parse.urlsplit(self.endpoint.base_url).hostname or ""
         if host == "localhost":
@@ -230,16 +291,38 @@ class ChatClient:
         except ValueError:
             return False
 
-    def cache_key(self, request: ChatRequest) -> dict[str, Any]:
-        """What identifies ``request``'s answer: never the key, images as their SHA-256."""
+    # -- the cache format (a subclass with its own on-disk layout overrides these three)
+
+    def question_key(self, request: ChatRequest) -> dict[str, Any]:
+        """What was asked: model, messages (images as their SHA-256) and sampling settings."""
         return {
-            "base_url": self.endpoint.base_url,
             "model": self.endpoint.model,
             "messages": cache_form(request.messages),
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
             "seed": request.seed,
         }
+
+    def cache_key(self, request: ChatRequest) -> dict[str, Any]:
+        """:meth:`question_key`, plus ``base_url`` when ``key_by_endpoint``; never the API key."""
+        key = self.question_key(request)
+        if self.key_by_endpoint:
+            key["base_url"] = self.endpoint.base_url
+        return key
+
+    def encode_answer(self, result: ChatResult) -> bytes | None:
+        """The bytes cached for an answer (``None``: do not cache it)."""
+        stored = {name: getattr(result, name) for name in _STORED}
+        return json.dumps(stored, ensure_ascii=False).encode("utf-8")
+
+    def decode_answer(self, raw: bytes) -> ChatResult:
+        """The answer :meth:`encode_answer` cached; ``ValueError`` for an unreadable entry."""
+        data = json.loads(raw.decode("utf-8"))
+        if not isinstance(data, dict) or set(data) - set(_STORED):
+            raise ValueError("not a cached chat answer")
+        return ChatResult(**data)
+
+    # -- batches
 
     def run(
         self, requests: Sequence[ChatRequest], on_result: Callable[[int, ChatResult], None] | None = None
@@ -248,9 +331,10 @@ class ChatClient:
 
         Args:
             requests: the requests; results come back in the same order.
-            on_result: called as ``on_result(index, result)`` as each one finishes (any thread
-                holds a lock around it, so it need not be thread-safe). What it raises stops the
-                batch and is raised here; answers already in stay cached, so a re-run resumes.
+            on_result: called as ``on_result(index, result)`` as each one finishes, cached ones
+                first (one call at a time, under a lock, so it need not be thread-safe; keep it
+                quick). What it raises stops the batch and is raised here; answers already in
+                stay cached, so a re-run resumes.
 
         Raises:
             ChatServiceError: a fatal answer (401/403/404/405, redirect); answers in are cached.
@@ -266,7 +350,7 @@ class ChatClient:
             batch.results[i] = cached
             batch.cache_hits += 1
             if on_result is not None:
-                on_result(i, batch.results[i])
+                on_result(i, cached)
         if todo:
             self._send(requests, todo, batch, on_result)
         batch.seconds = time.monotonic() - start
@@ -278,10 +362,12 @@ class ChatClient:
         if raw is None:
             return None
         try:
-            return ChatResult(**json.loads(raw.decode("utf-8")), cached=True)
+            result = self.decode_answer(raw)
         except (UnicodeDecodeError, ValueError, TypeError):
             log.warning("chat: an unreadable cache entry is asked again")
             return None
+        result.cached = True
+        return result
 
     def _send(
         self,
@@ -291,32 +377,25 @@ class ChatClient:
         on_result: Callable[[int, ChatResult], None] | None,
     ) -> None:
         key = os.environ.get(self.endpoint.api_key_env, "").strip() if self.endpoint.api_key_env else ""
-        stop = threading.Event()
-        fatal: list[ChatServiceError] = []
-        failure: list[BaseException] = []  # what on_result raised: stops the batch at once
+        run = _Run(key=key, batch=batch)
         log.info("chat: %d requests to %s at %s", len(todo), self.endpoint.label, self.endpoint.where)
 
         def one(i: int) -> None:
-            if stop.is_set():
+            if run.stop.is_set():
                 return
             try:
-                result = self._ask(requests[i], key, stop, batch)
-            except ChatServiceError as exc:
-                with self._lock:
-                    fatal.append(exc)
-                stop.set()
-                return
-            except _Stopped:
+                result = self._ask(requests[i], run)
+            except (ChatServiceError, _Stopped):  # recorded by _ask / abandoned: not a failure
                 return
             with self._lock:
                 batch.results[i] = result
-                if on_result is None or failure:
+                if on_result is None or run.stop.is_set():
                     return
                 try:
                     on_result(i, result)
                 except BaseException as exc:  # handed to the caller
-                    failure.append(exc)
-                    stop.set()
+                    run.failure.append(exc)
+                    run.stop.set()
 
         workers = min(self.endpoint.max_concurrency, len(todo))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fairsets-chat") as pool:
@@ -324,15 +403,17 @@ class ChatClient:
                 for fut in [pool.submit(one, i) for i in todo]:
                     fut.result()
             except BaseException:  # KeyboardInterrupt: drop the queue, stop retries
-                stop.set()
+                run.stop.set()
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
-        if failure:
-            raise failure[0]
-        if fatal:
-            raise fatal[0]
+        if run.failure:
+            raise run.failure[0]
+        if run.fatal:
+            raise run.fatal[0]
 
-    def _ask(self, request: ChatRequest, key: str, stop: threading.Event, batch: ChatBatch) -> ChatResult:
+    def _ask(self, request: ChatRequest, run: _Run) -> ChatResult:
+        """One request with its retries; a fatal answer is recorded in ``run`` (first one first,
+        under the lock, with the stop flag) before it is raised."""
         payload: dict[str, Any] = {
             "model": self.endpoint.model,
             "messages": request.messages,
@@ -346,36 +427,50 @@ class ChatClient:
 
         def once() -> ChatResult:
             nonlocal attempts
-            if stop.is_set():
+            if run.stop.is_set():
                 raise _Stopped()
             attempts += 1
             with self._lock:
-                batch.requests_sent += 1
-            return self._post(body, key)
+                run.batch.requests_sent += 1
+            return self._post(body, run.key)
 
         def sleep(seconds: float) -> None:
-            if stop.wait(seconds):
+            if run.stop.wait(seconds):
                 raise _Stopped()
 
         def retry_on(exc: BaseException) -> bool:  # every 5xx, not only the listed ones
             return isinstance(exc, _Status) and exc.status >= 500
 
+        retried = False  # the error is of a kind that was retried: say how often
         try:
             result = call_with_retry(
                 once, self.policy, what=f"chat {self.endpoint.where}", sleep=sleep, retry_on=retry_on
             )
+        except ChatServiceError as exc:
+            with self._lock:
+                run.fatal.append(exc)
+                run.stop.set()
+            raise
         except _Status as exc:
-            result = ChatResult(error=f"http {exc.status}" + (f": {exc.detail}" if exc.detail else ""))
-        except (_Transient, _Unreachable, _Bad) as exc:
-            result = ChatResult(error=str(exc) if not isinstance(exc, _Bad) else f"invalid response: {exc}")
+            retried = _retried_status(exc.status)
+            said = f": {exc.detail}" if exc.detail and not retried else ""
+            result = ChatResult(error=f"http {exc.status}{said}")
+        except _NoResponse as exc:
+            retried = True
+            result = ChatResult(error=str(exc), no_response=True)
+        except _Unreachable as exc:
+            result = ChatResult(error=str(exc), no_response=True)
+        except _Bad as exc:
+            result = ChatResult(error=f"invalid response: {exc}")
         else:
-            stored = {k: v for k, v in result.__dict__.items() if k not in ("cached", "attempts")}
-            self.cache.put(self.cache_key(request), json.dumps(stored, ensure_ascii=False).encode("utf-8"))
-        if result.error is not None and attempts > 1:
-            result.error += f" (after {attempts - 1} retries)"
+            value = self.encode_answer(result)
+            if value is not None:
+                self.cache.put(self.cache_key(request), value)
+        if result.error is not None and retried and attempts > 1:
+            result.error += f" after {attempts - 1} retries"
         result.attempts = attempts
         with self._lock:
-            batch.retries += max(0, attempts - 1)
+            run.batch.retries += max(0, attempts - 1)
         return result
 
     def _fatal(self, status: int, detail: str, key: str) -> ChatServiceError:
@@ -390,12 +485,15 @@ class ChatClient:
             return ChatServiceError(
                 f"chat endpoint {ep.label} at {ep.where} refused the request (HTTP {status}): {sent}{said}"
             )
+        path = urllib.parse.urlsplit(ep.chat_url).path
         return ChatServiceError(
-            f"chat endpoint {ep.label} at {ep.where} answered HTTP {status}{said}; check the model name "
-            f"{ep.model!r} and that base_url is the API root (e.g. ending in /v1)"
+            f"chat endpoint {ep.label} at {ep.where} answered HTTP {status} for {path}{said}; check the "
+            f"model name {ep.model!r} and that base_url is the API root (e.g. ending in /v1)"
         )
 
     def _post(self, body: bytes, key: str) -> ChatResult:
+        """POST one chat completion: the parsed answer, or a classified exception."""
+
         def mask(text: str) -> str:
             return text.replace(key, "***") if key else text
 
@@ -417,20 +515,29 @@ class ChatClient:
             finally:
                 exc.close()
             if 300 <= exc.code < 400:
+                target = urllib.parse.urlsplit(exc.headers.get("Location", "") or "").hostname
                 raise ChatServiceError(
-                    f"chat endpoint {self.endpoint.label} at {where} redirects (HTTP {exc.code}); "
-                    "set base_url to the final address (redirects are not followed: "
-                    "the key would go elsewhere)"
+                    f"chat endpoint {self.endpoint.label} at {where} redirects (HTTP {exc.code} to "
+                    f"{target or 'elsewhere'}); set base_url to the final address (redirects are not "
+                    "followed: the key would go elsewhere)"
                 ) from None
             if exc.code in _FATAL:
                 raise self._fatal(exc.code, detail, key) from None
             raise _Status(exc.code, exc.headers.get("Retry-After"), where, detail) from None
-        except (TooSlow, TimeoutError):
-            raise _Transient(f"no answer from {where} within {self.endpoint.timeout:g}s") from None
-        except (urllib.error.URLError, ConnectionError, http.client.HTTPException, OSError) as exc:
+        except TooSlow as exc:  # the deadline or the minimum rate: a server that drips
+            raise _NoResponse(f"{where}: {exc}") from None
+        except TimeoutError:
+            raise _NoResponse(f"no answer from {where} within {self.endpoint.timeout:g}s") from None
+        except urllib.error.URLError as exc:  # before the request got out
+            if isinstance(exc.reason, TimeoutError):
+                raise _NoResponse(f"no answer from {where} within {self.endpoint.timeout:g}s") from None
+            text = f"cannot connect to {where}: {mask(str(exc.reason))}"
+            raise (_Unreachable(text) if unreachable(exc) else _NoResponse(text)) from None
+        except (ConnectionError, http.client.HTTPException, OSError) as exc:
             if unreachable(exc):
-                raise _Unreachable(
-                    f"cannot connect to {where}; is the server running and base_url right?"
-                ) from None
-            raise _Transient(f"connection to {where} failed: {type(exc).__name__}") from None
-        return _parse(raw)
+                raise _Unreachable(f"cannot connect to {where}: {type(exc).__name__}") from None
+            raise _NoResponse(f"connection to {where} failed: {type(exc).__name__}") from None
+        try:
+            return _parse(raw)
+        except _Bad as exc:
+            raise _Bad(mask(str(exc))) from None

@@ -26,9 +26,15 @@ provenance, in cache keys or files, in logs or in error texts (server texts quot
 it masked). ``base_url`` may not carry ``user:password@``. Redirects are not followed (they
 would carry the header elsewhere); a redirect is reported as a misconfiguration.
 
+Requests go through the shared chat client (:class:`fairsets.fetch.chat.ChatClient`: concurrency
+cap, retries, the key handling above); this package adds the geo prompts, the answer parser, the
+cache layout and the batch policy below. :class:`LLMServiceError` is a
+:class:`~fairsets.fetch.chat.ChatServiceError`.
+
 Raw answers are cached on disk (key: model, prompt, temperature, max_tokens, caption — not the
 endpoint, not the key), so a re-run, or the same model served elsewhere, costs no requests, and a
-parser fix applies to cached runs.
+parser fix applies to cached runs. The layout is unchanged since the first version: existing
+cache folders stay valid.
 
 Error policy:
 
@@ -37,7 +43,9 @@ Error policy:
   5xx still failing after ``max_retries`` retries (``"http 500 after 3 retries"``; ``Retry-After``
   honoured, otherwise exponential backoff with jitter); other 4xx answers (``"http 400: …"``, e.g.
   a caption beyond the context window); a 200 whose body is not a chat completion
-  (``"invalid response: …"``); a connection failure or timeout still failing after the retries.
+  (``"invalid response: …"``); a refusal by the model (``"refused: …"``); a timeout or dropped
+  connection still failing after the retries (``"no answer from host:port within 60s after 3
+  retries"``); a refused connection or unknown host, at once (``"cannot connect to host:port: …"``).
 * **Whole batch** (:class:`LLMServiceError`; queued requests are cancelled, in-flight retries
   stop, answers already received stay cached so a re-run resumes):
 
@@ -45,12 +53,12 @@ Error policy:
     405, or a redirect — these never depend on the caption;
   - ``abort_after`` (default 5) captions *in a row* (in completion order; any answered request
     resets the count) failing for a non-answer reason (everything above except malformed
-    answers): the service is down or misconfigured, and thousands of identical errors would
+    answers and refusals): the service is down or misconfigured, and thousands of identical errors would
     help no one;
   - a batch in which no request got any HTTP response at all (connection refused, unknown host,
     timeouts), however small: an unreachable server must not read as "no country".
 
-Malformed answers never abort a batch: the server works, the model is chatty. When a fatal answer
+Malformed answers and refusals never abort a batch: the server works, the model is chatty. When a fatal answer
 arrives, the requests it stops end "abandoned": they are never counted as failures, and the batch's
 error is always the first fatal answer, whatever order the requests complete in.
 """

@@ -1,4 +1,4 @@
-"""The ``llm`` method: its options, prompts, answer cache and provenance (the requests are in
+"""The ``llm`` method: its options, prompts and provenance (the requests and the answer cache are in
 :mod:`~fairsets.geo.methods.llm.batch`, the answer parsing in :mod:`~fairsets.geo.methods.llm.answers`)."""
 
 from __future__ import annotations
@@ -10,17 +10,15 @@ import os
 import re
 import threading
 import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ....fetch.cache import DiskCache
-from ....fetch.guard import metered_handlers, trusted_policy
-from ....fetch.retry import RetryPolicy
+from ....fetch.chat import ChatEndpoint
 from ..base import GEO_METHODS, GeoMethod
 from .answers import MalformedAnswer, _clip, parse_answer
-from .batch import _is_loopback, _NoRedirect, _Requests
+from .batch import _AnswerClient, _Requests
 
 __all__ = ["GEOTAGGER_SYSTEM", "PAPER_PROMPT", "PROMPTS", "LLMMethod"]
 
@@ -51,7 +49,6 @@ _ENV_BASE_URL = "FAIRSETS_LLM_BASE_URL"
 _ENV_MODEL = "FAIRSETS_LLM_MODEL"
 _ENV_KEY = "FAIRSETS_LLM_API_KEY"
 _ENV_CACHE = "FAIRSETS_CACHE_DIR"
-_CACHE_VERSION = 1
 _UNSET: Any = object()
 
 
@@ -72,7 +69,8 @@ class LLMMethod(_Requests, GeoMethod):
         prompt: ``"paper"``, ``"geotagger"`` or a user-message template containing ``{caption}``.
         concurrency: requests in flight at most.
         timeout: seconds per request (connect and read).
-        max_retries: retries of a request on 429, 5xx, connection errors and timeouts.
+        max_retries: retries of a request on 429, 5xx, timeouts and dropped connections (a refused
+            connection or unknown host fails at once).
         backoff: first retry wait in seconds (doubles each retry, with jitter) when the server
             sends no ``Retry-After``.
         max_wait: cap on one wait, ``Retry-After`` included.
@@ -192,28 +190,51 @@ class LLMMethod(_Requests, GeoMethod):
         self.concurrency = int(concurrency)
         self.timeout = float(timeout)
         self.abort_after = int(abort_after)
-        self.retry_policy = RetryPolicy(
-            attempts=int(max_retries) + 1, backoff=float(backoff), max_wait=float(max_wait)
+        endpoint = ChatEndpoint.from_dict(
+            {
+                "base_url": self.base_url,
+                "model": model,
+                "api_key_env": api_key_env,
+                "max_concurrency": self.concurrency,
+                "timeout": self.timeout,
+            },
+            name="llm",
         )
         folder = _default_cache_dir() if cache_dir is _UNSET else (Path(cache_dir) if cache_dir else None)
-        self.cache = DiskCache(folder)
-        self._endpoint = f"{self.base_url}/chat/completions"
-        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-        self._where = f"{host}:{parts.port}" if parts.port else host  # what errors, logs, provenance name
-        # the timeout is per socket operation; the deadline bounds one whole request (a drip)
-        handlers: list[Any] = [
-            _NoRedirect(),
-            *metered_handlers(trusted_policy(timeout=self.timeout, deadline=2 * self.timeout)),
-        ]
-        if _is_loopback(parts.hostname):
-            handlers.append(urllib.request.ProxyHandler({}))  # a local server is never behind a proxy
-        self._opener = urllib.request.build_opener(*handlers)
+        # the cache key leaves the endpoint out: the same model served elsewhere costs no requests
+        self._client = _AnswerClient(
+            endpoint,
+            cache_dir=folder,
+            max_retries=int(max_retries),
+            backoff=float(backoff),
+            max_wait=float(max_wait),
+            key_by_endpoint=False,
+            system=system,
+            user=user,
+        )
+        self._where = endpoint.where  # what errors, logs and provenance name
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(
-            ("captions", "cache_hits", "requests", "retries", "answered", "malformed", "failed"), 0
+            (
+                "captions",
+                "cache_hits",
+                "requests",
+                "retries",
+                "answered",
+                "malformed",
+                "failed",
+                "prompt_tokens",
+                "completion_tokens",
+            ),
+            0,
         )
 
-    # -- prompt and cache key
+    @property
+    def cache(self) -> DiskCache:
+        """The raw-answer cache (its ``folder`` is ``None`` when caching is off)."""
+        return self._client.cache
+
+    # -- prompt
 
     @property
     def prompt_sha256(self) -> str:
@@ -226,17 +247,6 @@ class LLMMethod(_Requests, GeoMethod):
         out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         out.append({"role": "user", "content": self.user_template.replace("{caption}", caption)})
         return out
-
-    def _cache_key(self, caption: str) -> dict[str, Any]:
-        return {
-            "v": _CACHE_VERSION,
-            "model": self.model,
-            "system": self.system_prompt,
-            "user": self.user_template,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "caption": caption,
-        }
 
     # -- prediction
 
@@ -262,18 +272,9 @@ class LLMMethod(_Requests, GeoMethod):
         """
         texts = [c if isinstance(c, str) and c.strip() else None for c in captions]
         unique = list(dict.fromkeys(t for t in texts if t is not None))
-        answers: dict[str, str] = {}
-        errors: dict[str, str] = {}
-        for caption in unique:
-            raw = self.cache.get(self._cache_key(caption))
-            if raw is not None:
-                answers[caption] = raw.decode("utf-8")
-        todo = [c for c in unique if c not in answers]
         with self._lock:
             self._counts["captions"] += len(unique)
-            self._counts["cache_hits"] += len(answers)
-        if todo:
-            self._run(todo, answers, errors)
+        answers, errors = self._ask_all(unique) if unique else ({}, {})
 
         parsed: dict[str, tuple[str | None, str | None]] = {}
         malformed = 0
