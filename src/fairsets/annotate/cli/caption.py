@@ -42,7 +42,10 @@ def summary_line(entry: dict[str, Any], ann: Path) -> str:
 def caption_cmd(
     ann: Annotated[Path, typer.Argument(help="The annotation folder (fairsets annotate persons --out).")],
     annotators: Annotated[
-        Path, typer.Option("--annotators", help="annotators.toml: one [annotators.NAME] table per model.")
+        Path,
+        typer.Option(
+            "--annotators", help="annotators.toml naming the captioner (one annotators.NAME table per model)."
+        ),
     ],
     captioner: Annotated[str, typer.Option("--captioner", help="The NAME of the captioning model.")],
     prompt: Annotated[
