@@ -414,4 +414,5 @@ def test_an_endpoint_that_refuses_the_key_is_one_line_and_nothing_is_lost(
         assert SECRET not in line
     assert not captions_path(ann.path, "cap", "00000").exists()
     assert not layout.marker_path(ann.path, stage("cap"), "00000").exists()
-    assert "captions" not in json.loads((ann.path / layout.MANIFEST).read_text())
+    entry = json.loads((ann.path / layout.MANIFEST).read_text())["captions"]["cap"]
+    assert entry["model"] == "cap-vl" and "counts" not in entry  # the model in use, no captions yet

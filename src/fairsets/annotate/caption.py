@@ -440,6 +440,17 @@ def caption_boxes(
             _forget(folder, captioner)
         remove_temps(folder / CAPTIONS_DIR / captioner)
         remove_temps(layout.marker_path(folder, stage(captioner), "x").parent)
+        with layout_lock(folder, wait=30.0):  # the model and prompt in use, before any table
+            manifest = layout.read_manifest(folder)
+            old = (manifest.get("captions") or {}).get(captioner) or {}
+            if replace or (old.get("model"), old.get("prompt_sha256")) != (endpoint.model, prompt_sha):
+                manifest.setdefault("captions", {})[captioner] = {
+                    "model": endpoint.model,
+                    "endpoint": endpoint.where,
+                    "prompt": prompt,
+                    "prompt_sha256": prompt_sha,
+                }
+                layout.write_manifest(folder, manifest)
         client = ChatClient(
             endpoint, cache_dir=chat_cache_dir(folder), max_retries=max_retries, backoff=backoff
         )
