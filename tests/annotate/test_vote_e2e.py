@@ -386,3 +386,47 @@ def test_race_candidates_come_from_alt_text_keywords(tmp_path: Path, shard_write
         "east_asian": {"candidates": len(pools["east_asian"]), "chosen": 3},
     }
     assert res.stats["relax"] == {}  # no relaxed rule for race by default
+
+
+def test_views_and_annotators_asked_at_the_same_time(tmp_path: Path, gender_ann: Any) -> None:
+    from PIL import Image
+
+    ann = gender_ann
+    a = Annotator("slow_a", delay=0.4, image_dir=tmp_path / "seen_a")
+    b = Annotator("slow_b", delay=0.4, image_dir=tmp_path / "seen_b")
+    with a, b:
+        toml = annotators_toml(tmp_path / "annotators.toml", [a, b], timeout=2)
+        res = vote_boxes(ann.path, attribute="gender", annotators=toml, sample=3, out=tmp_path / "c.csv")
+        # Both annotators were asked at once: b's first request did not wait for a's answers.
+        assert abs(min(a.server.times) - min(b.server.times)) < 0.3
+        asked = [r["item"] for r in pq.read_table(res.answers).to_pylist() if r["annotator"] == "slow_a"]
+        crops = sorted(Image.open(p).size for p in a.server.images)
+        boxes = sorted(
+            (int(ann.boxes[i][2] - ann.boxes[i][0]), int(ann.boxes[i][3] - ann.boxes[i][1])) for i in asked
+        )
+        assert crops == boxes  # the crop view: each box's own pixels
+        vote_boxes(
+            ann.path, attribute="gender", annotators=toml, sample=3, out=tmp_path / "r.csv", view="redbox"
+        )
+        framed = [Image.open(p).convert("RGB") for p in a.server.images[3:]]
+    assert len(framed) == 3 and all(im.size == (200, 150) for im in framed)  # the whole image
+    for im in framed:
+        px = np.asarray(im).astype(int)
+        assert ((px[..., 0] > 190) & (px[..., 1] < 70) & (px[..., 2] < 70)).sum() > 100  # a red frame
+
+
+def test_race_without_any_recalled_candidate_is_an_error(tmp_path: Path, shard_writer: Any) -> None:
+    from fairsets.annotate.layout import AnnotationError
+
+    ann = make_ann(tmp_path, shard_writer, shards=1, images_per_shard=2, labels=RACE)
+    keywords = tmp_path / "words.toml"
+    keywords.write_text(RACE_WORDS)
+    toml = tmp_path / "annotators.toml"
+    toml.write_text(
+        "".join(f'[annotators.{n}]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n' for n in ("x", "y"))
+    )
+    with pytest.raises(AnnotationError, match="no kept box's alt-text matches a keyword"):
+        vote_boxes(
+            ann.path, attribute="race", annotators=toml, sample=5, out=tmp_path / "v.csv", keywords=keywords
+        )
+    assert not (tmp_path / "v.csv").exists()

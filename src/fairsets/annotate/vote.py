@@ -479,6 +479,10 @@ def vote_boxes(
     endpoints: dict[str, ChatEndpoint] = dict(chosen_annotators.endpoints)
 
     everything = kept_boxes(folder)
+    if not everything:
+        raise layout.AnnotationError(
+            f"{folder}: no kept person boxes to vote on; check annotate persons' drop reasons in boxes/"
+        )
     run_info: dict[str, Any] = {
         "attribute": attribute,
         "seed": seed,
@@ -489,6 +493,12 @@ def vote_boxes(
         words = load_keywords(keywords)
         recalled = recall_candidates(((it.item, it.alt_text) for it in everything), words)
         items, added = race_sample(everything, recalled, sample, seed)
+        if not items:
+            where = "the default keyword file" if keywords is None else f"--keywords {keywords}"
+            raise layout.AnnotationError(
+                f"{folder}: no kept box's alt-text matches a keyword of {where}; "
+                "give a keyword file with words these captions use"
+            )
         run_info["recall"] = {
             label: {"candidates": len(set(ids)), "chosen": added[label]} for label, ids in recalled.items()
         }
