@@ -430,3 +430,37 @@ def test_race_without_any_recalled_candidate_is_an_error(tmp_path: Path, shard_w
             ann.path, attribute="race", annotators=toml, sample=5, out=tmp_path / "v.csv", keywords=keywords
         )
     assert not (tmp_path / "v.csv").exists()
+
+
+def test_killed_vote_resumes_from_the_cache(tmp_path: Path, gender_ann: Any) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ann = gender_ann
+    n = len(ann.truth)
+    out = tmp_path / "votes.csv"
+    annotators = [Annotator(name, delay=0.1) for name in ("k1", "k2", "k3")]
+    with annotators[0], annotators[1], annotators[2]:
+        toml = annotators_toml(tmp_path / "annotators.toml", annotators, max_concurrency=1, timeout=2)
+        cmd = [sys.executable, "-m", "fairsets", "annotate", "vote", str(ann.path), "--attribute", "gender",
+               "--annotators", str(toml), "--sample", "100", "--out", str(out), "-q"]  # fmt: skip
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while (
+            min(a.server.hits for a in annotators) < 6 and proc.poll() is None and time.monotonic() < deadline
+        ):
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()  # type: ignore[union-attr]
+        asked = sum(a.server.hits for a in annotators)
+        assert 18 <= asked < 3 * n and not out.exists()
+        # The re-run sends only what had not been answered (at most one request per annotator was
+        # in flight when it was killed).
+        res = vote_boxes(ann.path, attribute="gender", annotators=toml, sample=100, out=out)
+    assert res.cache_hits + res.requests_sent == 3 * n
+    assert asked - 3 <= res.cache_hits <= asked
+    assert read_votes(out) == {it: (lab, "all") for it, lab in ann.truth.items()}
