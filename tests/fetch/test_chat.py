@@ -268,3 +268,21 @@ def test_an_interrupted_batch_resumes_from_the_cache(srv: OpenAIServer, tmp_path
     again = client(srv, tmp_path, max_concurrency=2).run(reqs(20))
     assert again.cache_hits == cached and again.requests_sent == 20 - cached and again.failed == 0
     assert [r.text for r in again.results] == [f"echo: q{i}" for i in range(20)]
+
+
+def test_lone_surrogates_in_answers_and_prompts_never_break_a_batch(
+    srv: OpenAIServer, tmp_path: Path
+) -> None:
+    """JSON can escape a lone surrogate; it becomes U+FFFD, so the answer can be cached and written."""
+    from servers import Response
+
+    body = b'{"choices": [{"message": {"content": "a\\ud800b \\ud83d\\ude00"}, "finish_reason": "stop"}]}'
+    srv.respond = None
+    srv._srv.route(srv.path, lambda req: Response(200, {"Content-Type": "application/json"}, body))
+    prompts = [ChatRequest([user("caption with a lone \ud800 surrogate")]), *reqs(2)]
+    batch = client(srv, tmp_path).run(prompts)
+    assert [r.text for r in batch.results] == ["a\ufffdb \U0001f600"] * 3
+    for r in batch.results:
+        r.text.encode("utf-8")  # writable anywhere
+    again = client(srv, tmp_path).run(prompts)
+    assert again.requests_sent == 0 and [r.text for r in again.results] == ["a\ufffdb \U0001f600"] * 3

@@ -30,7 +30,7 @@ class DiskCache:
     @staticmethod
     def digest(key: Any) -> str:
         text = key if isinstance(key, str) else json.dumps(key, sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def path(self, key: Any) -> Path | None:
         if self.folder is None:

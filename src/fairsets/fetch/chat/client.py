@@ -54,6 +54,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import threading
 import time
 import urllib.error
@@ -206,6 +207,14 @@ def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _clean(text: str) -> str:
+    """``text`` with lone surrogates (valid JSON escapes, not valid Unicode text) replaced by U+FFFD."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
 def _parse(raw: bytes) -> ChatResult:
     try:
         data = json.loads(raw.decode("utf-8"))
@@ -225,6 +234,9 @@ def _parse(raw: bytes) -> ChatResult:
         completion_tokens=_int_or_none(usage.get("completion_tokens")),
     )
     content, refusal = message.get("content"), message.get("refusal")
+    # JSON may escape lone surrogates (a backslash-u d800): they cannot be encoded, cached or written anywhere
+    content = _clean(content) if isinstance(content, str) else content
+    refusal = _clean(refusal) if isinstance(refusal, str) else refusal
     if isinstance(refusal, str) and refusal:
         result.refusal = refusal
         result.error = f"refused: {_clip(refusal, 200)}"
@@ -422,7 +434,7 @@ class ChatClient:
         }
         if request.seed is not None:
             payload["seed"] = request.seed
-        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        body = json.dumps(payload).encode("ascii")  # escaped ASCII: a lone surrogate cannot fail
         attempts = 0
 
         def once() -> ChatResult:
