@@ -91,6 +91,7 @@ from .chat_requests import CAPTION_VIEW, VOTE_VIEW, chat_cache_dir, vote_request
 from .consensus import DEFAULT_CAP, Ballot, consensus, write_labels
 from .items import BoxItem, kept_boxes
 from .items import sample as sample_items
+from .labels import item_id
 from .vote_prompts import ATTRIBUTES, INVALID, OK, OPTIONS, REFUSED, build_question, parse_answer
 
 if TYPE_CHECKING:
@@ -406,7 +407,7 @@ def _choose_examples(
     def pick(ids: list[str], kind: str) -> list[str]:
         return sorted(ids, key=lambda i: (derive_seed("vote-examples", int(seed), kind, i), i))[:EXAMPLES]
 
-    agreed = pick([f"{r['shard']}/{r['key']}/{r['box_id']}" for r in rows], "agreed")
+    agreed = pick([item_id(r["shard"], r["key"], r["box_id"]) for r in rows], "agreed")
     return agreed, pick([b.item for b in disputed], "disputed")
 
 
@@ -632,10 +633,10 @@ def vote_boxes(
     }
     atomic_write_text(paths["agreement"], json.dumps(document, indent=1, ensure_ascii=False) + "\n")
 
-    kept_ids = {f"{r['shard']}/{r['key']}/{r['box_id']}" for r in result.rows}
+    kept_ids = {item_id(r["shard"], r["key"], r["box_id"]) for r in result.rows}
     disputed = [b for b in ballots if b.item not in kept_ids]
     agreed_ids, disputed_ids = _choose_examples(result.rows, disputed, seed)
-    row_of = {f"{r['shard']}/{r['key']}/{r['box_id']}": r for r in result.rows}
+    row_of = {item_id(r["shard"], r["key"], r["box_id"]): r for r in result.rows}
     wanted = [item_of[i] for i in sorted(set(agreed_ids) | set(disputed_ids))]
     wanted.sort(key=lambda it: (it.shard, it.key, it.box_id))
     shown = {it.item: jpeg or b"" for it, jpeg, _ in views(folder, wanted, **view_kwargs)}
