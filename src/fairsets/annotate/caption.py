@@ -67,6 +67,7 @@ from fairsets.core.progress import Progress
 from . import layout
 from .chat_requests import CAPTION_MAX_TOKENS, CAPTION_VIEW, caption_request, chat_cache_dir
 from .items import BoxItem, kept_boxes, sample
+from .tasks import prefetched
 from .views import DEFAULT_CAPTION_PROMPT
 
 if TYPE_CHECKING:
@@ -278,12 +279,6 @@ def _finished(ann: Path, captioner: str, shard: _Shard, model: str, prompt_sha: 
     return marker if table.is_file() and recorded == sha256_file(table) else None
 
 
-def _prefetched(items: Iterator[Any], depth: int) -> Iterator[Any]:
-    from .classify_task import _prefetched as prefetched
-
-    return prefetched(items, depth)
-
-
 def _ask_all(
     rendered: Iterator[Any],
     chunk: int,
@@ -332,7 +327,7 @@ def _caption_shard(
     base = {"model": endpoint.model, "annotator": captioner, "prompt_sha256": prompt_sha}
     rows: list[dict[str, Any] | None] = [None] * len(shard.items)
     chunk = min(MAX_CHUNK, max(64, 16 * endpoint.max_concurrency))
-    rendered = _prefetched(enumerate(views(ann, shard.items, **CAPTION_VIEW)), chunk)
+    rendered = prefetched(enumerate(views(ann, shard.items, **CAPTION_VIEW)), chunk)
     with contextlib.closing(rendered):  # leaving early (a fatal endpoint error) stops the renderer
         _ask_all(rendered, chunk, shard, base, client, prompt, rows, advance)
     done = [r for r in rows if r is not None]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from fairsets.core.atomic import atomic_write_text, sha256_file
 
 from . import layout
+from .tasks import prefetched
 
 if TYPE_CHECKING:
     import numpy as np
@@ -105,54 +106,6 @@ def _crops(
                     yield i, None, str(exc)
 
 
-_END = object()
-
-
-def _prefetched(items: Iterator[Any], depth: int) -> Iterator[Any]:
-    """``items`` as produced by a background thread up to ``depth`` ahead, in the same order.
-
-    Reading and decoding images (which release the GIL) then overlap the encoder's forward passes.
-    An exception of the producer is raised here; leaving early stops the producer.
-    """
-    import queue
-    import threading
-
-    q: queue.Queue[tuple[object, Any]] = queue.Queue(maxsize=max(1, depth))
-    stop = threading.Event()
-
-    def put(item: tuple[object, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put((None, item)):
-                    return
-            put((_END, None))
-        except BaseException as exc:  # handed to the consumer, raised there
-            put((_END, exc))
-
-    thread = threading.Thread(target=produce, name="fairsets-classify-crops", daemon=True)
-    thread.start()
-    try:
-        while True:
-            tag, value = q.get()
-            if tag is _END:
-                if value is not None:
-                    raise value
-                return
-            yield value
-    finally:
-        stop.set()
-        thread.join()
-
-
 def _label_rows(spec: dict[str, Any], head: Head, encoder: VLM) -> tuple[list[dict[str, Any]], Counter[str]]:
     """The attribute rows of the shard's kept boxes (box order) and the reasons for unlabelled ones."""
     import numpy as np
@@ -182,7 +135,7 @@ def _label_rows(spec: dict[str, Any], head: Head, encoder: VLM) -> tuple[list[di
             rows[i].update({f"p_{attr}_{c}": float(v) for c, v in zip(head.classes, p, strict=True)})
         pending.clear()
 
-    for i, crop, reason in _prefetched(_crops(ref, boxes, spec), 2 * batch):
+    for i, crop, reason in prefetched(_crops(ref, boxes, spec), 2 * batch):
         if crop is None:
             rows[i][f"{attr}_reason"] = reason
             reasons[str(reason).split(":")[0]] += 1

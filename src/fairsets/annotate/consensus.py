@@ -83,7 +83,8 @@ class Consensus:
 
 
 def _finite(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else round(float(x), 6)
+    """``x`` as a float at full precision (so any other implementation can check it), None if undefined."""
+    return None if x is None or math.isnan(x) else float(x)
 
 
 def _statuses(ballot: Ballot, n: int) -> tuple[str, ...]:
@@ -240,7 +241,7 @@ def consensus(
                     "key": ballot.key,
                     "box_id": ballot.box_id,
                     "label": label,
-                    "agreement": round(count / n, 6),
+                    "agreement": count / n,
                     "rule": rule,
                     "votes": json.dumps(answers, ensure_ascii=False, sort_keys=False),
                 }

@@ -2,20 +2,22 @@
 
 :func:`check_run_options` refuses bad ``--batch`` / ``--workers`` / ``--executor`` values before any
 work (one line each); :func:`run_shard_tasks` runs the tasks on the chosen executor with a progress
-bar and returns every task's result by shard name.
+bar and returns every task's result by shard name. :func:`prefetched` runs a producer (reading and
+decoding images, rendering views) in a background thread a bounded number of items ahead, so it
+overlaps a model's forward passes or a chat batch.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from fairsets.core.progress import Progress
 
 from .layout import AnnotationError
 
-__all__ = ["check_run_options", "run_shard_tasks"]
+__all__ = ["check_run_options", "prefetched", "run_shard_tasks"]
 
 
 def check_run_options(batch: int, workers: int, executor: str, per_pass: str) -> None:
@@ -59,3 +61,51 @@ def run_shard_tasks(
         with get_executor(executor, workers=workers, ray_address=ray_address) as ex:
             ex.map(fn, specs, on_done=done)
     return results, time.monotonic() - start
+
+
+_END = object()
+
+
+def prefetched(items: Iterator[Any], depth: int) -> Iterator[Any]:
+    """``items`` as produced by a background thread up to ``depth`` ahead, in the same order.
+
+    Reading and decoding images (which release the GIL) then overlap the encoder's forward passes.
+    An exception of the producer is raised here; leaving early stops the producer.
+    """
+    import queue
+    import threading
+
+    q: queue.Queue[tuple[object, Any]] = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+
+    def put(item: tuple[object, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((None, item)):
+                    return
+            put((_END, None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            put((_END, exc))
+
+    thread = threading.Thread(target=produce, name="fairsets-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            tag, value = q.get()
+            if tag is _END:
+                if value is not None:
+                    raise value
+                return
+            yield value
+    finally:
+        stop.set()
+        thread.join()

@@ -374,33 +374,6 @@ def _check_out(out: Path) -> None:
             raise layout.AnnotationError(f"{path}: a folder where the vote writes a file; move it away")
 
 
-def _exact_kappas(stats: dict[str, Any], ballots: Sequence[Ballot]) -> None:
-    """Replace the statistics' κ (rounded to 6 decimals for display) by their full-precision values,
-    from the same counts (:mod:`fairsets.annotate.agreement`), so ``agreement.json`` can be checked
-    against any other implementation to the last digit."""
-    import math
-
-    import numpy as np
-
-    from .agreement import fleiss_kappa, fleiss_table, kappa_from_confusion
-
-    def finite(x: float) -> float | None:
-        return None if x is None or math.isnan(x) else float(x)
-
-    order = stats["labels"]
-    complete = [b.labels for b in ballots if all(lab is not None for lab in b.labels)]
-    if stats.get("fleiss_kappa") is not None and complete:
-        stats["fleiss_kappa"] = finite(fleiss_kappa(fleiss_table(complete, order)))
-    for pair in stats["pairs"]:
-        if pair.get("cohen_kappa") is not None:
-            pair["cohen_kappa"] = finite(
-                float(kappa_from_confusion(np.asarray(pair["confusion"], dtype=float)))
-            )
-        if pair.get("items"):
-            cm = np.asarray(pair["confusion"], dtype=float)
-            pair["agreement"] = float(np.trace(cm) / cm.sum())
-
-
 def _choose_examples(
     rows: Sequence[Mapping[str, Any]], disputed: Sequence[Ballot], seed: int
 ) -> tuple[list[str], list[str]]:
@@ -529,9 +502,9 @@ def vote_boxes(
             with lock:
                 bar(n, **more)
 
-        from .classify_task import _prefetched
+        from .tasks import prefetched
 
-        rendered = _prefetched(iter(views(folder, items, **view_kwargs)), chunk)
+        rendered = prefetched(iter(views(folder, items, **view_kwargs)), chunk)
         with contextlib.closing(rendered):  # type: ignore[arg-type]
             while True:
                 part = list(islice(rendered, chunk))
@@ -596,7 +569,6 @@ def vote_boxes(
             )
         )
     result = consensus(ballots, names, labels=labels, relax=rules, per_class_cap=per_class_cap, seed=seed)
-    _exact_kappas(result.stats, ballots)
 
     all_rows = [r for name in names for r in rows[name]]
     all_rows.sort(key=lambda r: (r["shard"], r["key"], r["box_id"], names.index(r["annotator"])))
