@@ -46,7 +46,10 @@ def vote_cmd(
     ann: Annotated[Path, typer.Argument(help="The annotation folder (fairsets annotate persons --out).")],
     attribute: Annotated[str, typer.Option("--attribute", help="gender or race.")],
     annotators: Annotated[
-        Path, typer.Option("--annotators", help="annotators.toml: one [annotators.NAME] per model (2+).")
+        Path,
+        typer.Option(
+            "--annotators", help="annotators.toml: one annotators.NAME table per model (2 or more)."
+        ),
     ],
     sample: Annotated[int, typer.Option("--sample", help="Kept boxes to ask about (a seeded sample).")],
     out: Annotated[
