@@ -10,7 +10,7 @@ import typer
 
 from fairsets._cli_util import console, die, setup_logging
 
-from .options import check_ann_folder, check_input_file, library_errors
+from .options import check_ann_folder, check_input_file, library_errors, read_prompt
 
 
 def summary_line(entry: dict[str, Any], ann: Path) -> str:
@@ -79,18 +79,7 @@ def caption_cmd(
     setup_logging(False, quiet)
     check_ann_folder(ann)
     check_input_file(annotators, "annotators.toml")
-    if prompt is not None and prompt_file is not None:
-        die("--prompt and --prompt-file both given: use one of them")
-    if prompt_file is not None:
-        check_input_file(prompt_file, "prompt file")
-        try:
-            prompt = prompt_file.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            die(f"--prompt-file {prompt_file}: unreadable ({exc}); give a UTF-8 text file")
-        if not prompt:
-            die(f"--prompt-file {prompt_file} is empty: write the prompt in it")
-    elif prompt is not None and not prompt.strip():
-        die("--prompt is empty: give the text to send with each image, or leave it out for the default")
+    prompt = read_prompt(prompt, prompt_file)
     try:
         entry = caption_boxes(
             ann,

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from fairsets._cli_util import console, die, setup_logging
 
-from .options import check_ann_folder, check_input_file, library_errors
+from .options import check_ann_folder, check_input_file, library_errors, read_prompt
 
 
 def summary_line(result: dict[str, Any]) -> str:
@@ -71,16 +71,7 @@ def compare_cmd(
     setup_logging(False, quiet)
     check_ann_folder(ann)
     check_input_file(annotators, "annotators.toml")
-    if prompt is not None and prompt_file is not None:
-        die("--prompt and --prompt-file both given; give the caption prompt one way")
-    if prompt_file is not None:
-        check_input_file(prompt_file, "caption prompt file")
-        try:
-            prompt = prompt_file.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            die(exc)
-        if not prompt:
-            die(f"--prompt-file {prompt_file}: the file is empty; write the caption prompt in it")
+    prompt = read_prompt(prompt, prompt_file)
     if interval not in ("wilson", "bootstrap"):
         die(f"--interval {interval!r}: choose wilson or bootstrap")
     try:

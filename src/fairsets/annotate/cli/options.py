@@ -4,7 +4,9 @@
 * :func:`check_input_file` / :func:`check_ann_folder` — a folder for a file, a file for the folder;
 * :func:`checked_device` — ``--device`` exists on this machine (before any worker starts);
 * :func:`names_option` — the declaration of such a list option;
-* :func:`library_errors` — what the annotate library raises for input a user can fix (one line each).
+* :func:`library_errors` — what the annotate library raises for input a user can fix (one line each);
+* :func:`read_prompt` — ``--prompt`` / ``--prompt-file``, read the same way by every command that
+  captions (so the same prompt makes the same request, and cached answers are shared).
 """
 
 from __future__ import annotations
@@ -74,3 +76,22 @@ def checked_device(device: str) -> str:
     except ValueError as exc:
         message = str(exc).replace("use device='cpu'", "use --device cpu")
         die(f"--device {device}: {message}")
+
+
+def read_prompt(prompt: str | None, prompt_file: Path | None) -> str | None:
+    """The caption prompt from ``--prompt`` or ``--prompt-file`` (UTF-8, surrounding whitespace
+    stripped), or ``None`` for the default; both given, an empty one or an unreadable file is a
+    one-line error."""
+    if prompt is not None and prompt_file is not None:
+        die("--prompt and --prompt-file both given: use one of them")
+    if prompt_file is not None:
+        check_input_file(prompt_file, "prompt file")
+        try:
+            prompt = prompt_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            die(f"--prompt-file {prompt_file}: unreadable ({exc}); give a UTF-8 text file")
+        if not prompt:
+            die(f"--prompt-file {prompt_file} is empty: write the prompt in it")
+    elif prompt is not None and not prompt.strip():
+        die("--prompt is empty: give the text to send with each image, or leave it out for the default")
+    return prompt
