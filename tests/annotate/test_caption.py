@@ -34,11 +34,11 @@ from fairsets.annotate.caption import (
     caption_boxes,
     captions_path,
     prompt_sha256,
-    read_captions,
     stage,
 )
 from fairsets.annotate.chat_requests import CAPTION_VIEW
 from fairsets.annotate.items import BoxItem, views
+from fairsets.annotate.read import captions as read_captions
 from fairsets.annotate.views import DEFAULT_CAPTION_PROMPT, line_width
 from openai_server import OpenAIServer, Step
 

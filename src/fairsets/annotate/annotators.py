@@ -24,7 +24,6 @@ environment variable the key is read from when a batch starts.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,11 +35,10 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10 needs the tomli ba
 
 from fairsets.fetch.chat import ChatEndpoint
 
-from .layout import AnnotationError
+from .layout import ANNOTATOR_NAME, AnnotationError
 
 __all__ = ["Annotators", "load_annotators"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _MAX_FILE = 1_000_000
 
 
@@ -108,7 +106,7 @@ def load_annotators(path: str | os.PathLike[str], *, at_least: int = 1) -> Annot
         raise AnnotationError(f"{p}: no [annotators.NAME] tables; add one per model")
     endpoints: dict[str, ChatEndpoint] = {}
     for name, table in tables.items():
-        if not _NAME.match(name):
+        if not ANNOTATOR_NAME.match(name):
             raise AnnotationError(
                 f"{p}: annotator name {name[:40]!r} must be letters, digits, '_', '-' or '.' (at most 64)"
             )

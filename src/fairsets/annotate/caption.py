@@ -49,7 +49,6 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import re
 import time
 import unicodedata
 from collections import Counter
@@ -59,20 +58,17 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from fairsets.core.atomic import atomic_write_text, layout_lock, remove_temps, sha256_file
 from fairsets.core.progress import Progress
 
 from . import layout
 from .chat_requests import CAPTION_MAX_TOKENS, CAPTION_VIEW, caption_request, chat_cache_dir
 from .items import BoxItem, kept_boxes, sample
+from .layout import CAPTION_SCHEMA, CAPTIONS_DIR, captions_path
 from .tasks import prefetched
 from .views import DEFAULT_CAPTION_PROMPT
 
 if TYPE_CHECKING:
-    import duckdb
-
     from fairsets.fetch.chat import ChatEndpoint, ChatResult
 
 __all__ = [
@@ -83,11 +79,9 @@ __all__ = [
     "caption_boxes",
     "captions_path",
     "prompt_sha256",
-    "read_captions",
     "stage",
 ]
 
-CAPTIONS_DIR = "captions"
 #: Row statuses (see the module docstring).
 STATUSES = ("ok", "refused", "failed", "rejected")
 #: The longest caption stored (characters); a longer answer is cut here and its ``reason`` says so.
@@ -95,43 +89,16 @@ MAX_CAPTION_CHARS = 8000
 #: Boxes whose views are rendered and asked in one batch of the chat client, at most.
 MAX_CHUNK = 512
 
-CAPTION_SCHEMA = pa.schema(
-    [
-        pa.field("shard", pa.string()),
-        pa.field("key", pa.string()),
-        pa.field("box_id", pa.int32()),
-        pa.field("caption", pa.string()),
-        pa.field("model", pa.string()),
-        pa.field("annotator", pa.string()),
-        pa.field("prompt_sha256", pa.string()),
-        pa.field("status", pa.string()),
-        pa.field("reason", pa.string()),
-        pa.field("finish_reason", pa.string()),
-        pa.field("prompt_tokens", pa.int64()),
-        pa.field("completion_tokens", pa.int64()),
-    ]
-)
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _BOX_COLUMNS = ["shard", "key", "box_id", "x1", "y1", "x2", "y2", "kept"]
 
 
 def _check_name(captioner: str) -> str:
-    if not isinstance(captioner, str) or not _NAME.match(captioner) or ".." in captioner:
-        raise layout.AnnotationError(
-            f"captioner name {str(captioner)[:40]!r} must be letters, digits, '_', '-' or '.' (at most 64)"
-        )
-    return captioner
+    return layout.check_annotator_name(captioner, "captioner")
 
 
 def stage(captioner: str) -> str:
     """The marker stage of ``captioner``'s captions: ``caption-{captioner}``."""
     return f"caption-{_check_name(captioner)}"
-
-
-def captions_path(ann: str | Path, captioner: str, shard: str) -> Path:
-    """``ANN/captions/{captioner}/{shard}.parquet``."""
-    return Path(ann) / CAPTIONS_DIR / _check_name(captioner) / f"{layout.check_shard_name(shard)}.parquet"
 
 
 def prompt_sha256(prompt: str) -> str:
@@ -551,52 +518,3 @@ def _run(
         "boxes_per_s": asked / max(seconds, 1e-9),
     }
     return {**entry, "captioner": captioner, "run": run}
-
-
-def _tables(folder: Path) -> list[str]:
-    if not folder.is_dir():
-        return []
-    return sorted(
-        str(p)
-        for p in folder.iterdir()
-        if p.suffix == ".parquet" and not p.name.startswith(".") and p.is_file()
-    )
-
-
-def read_captions(
-    ann: str | Path, captioner: str | None = None, *, con: duckdb.DuckDBPyConnection | None = None
-) -> duckdb.DuckDBPyRelation:
-    """The caption tables of ``ann`` as one lazy DuckDB relation (:data:`CAPTION_SCHEMA` columns).
-
-    Args:
-        ann: The annotation folder.
-        captioner: Only this captioner's captions (default: every captioner's).
-        con: The DuckDB connection to build the relation on (default: a new in-memory one).
-
-    Rows come by captioner name, then shard, then box-table order.
-
-    Raises:
-        AnnotationError: not an annotation folder, or no caption tables (of ``captioner``) yet.
-    """
-    import duckdb
-
-    folder = Path(ann)
-    layout.read_manifest(folder)
-    root = folder / CAPTIONS_DIR
-    if captioner is not None:
-        files = _tables(root / _check_name(captioner))
-    else:
-        names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-        files = [f for n in names if _NAME.match(n) for f in _tables(root / n)]
-    if not files:
-        which = f"--captioner {captioner}" if captioner else "--captioner NAME"
-        raise layout.AnnotationError(
-            f"{ann}: no captions yet; run fairsets annotate caption {ann} "
-            f"--annotators annotators.toml {which}"
-        )
-    listed = "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in files) + "]"
-    query = (
-        f"SELECT * EXCLUDE (file_row_number, filename) FROM read_parquet({listed}, file_row_number = true, "
-        "filename = true) ORDER BY filename, file_row_number"
-    )
-    return (con if con is not None else duckdb.connect()).sql(query)

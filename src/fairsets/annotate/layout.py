@@ -8,9 +8,12 @@ One folder holds everything ``fairsets annotate`` writes about a set of image–
     ANN/attributes/{attr}/{shard}.parquet
                                         perceived_{attr}, p_{attr}_{class} and {attr}_reason
                                         per kept box
+    ANN/captions/{captioner}/{shard}.parquet
+                                        one person caption per kept box (annotate caption)
     ANN/.fairsets/                      the working folder (never published)
         markers/{stage}/{shard}.json    a task's completion marker, written last
         embeddings/                     embedding caches of box crops, per encoder
+        chat-cache/                     every chat model answer (vote, caption, compare)
         workers.lock                    held by running tasks (pipeline.executors.task_lock)
 
 ``{shard}`` is the shard's name (:attr:`fairsets.annotate.shards.ShardRef.name`): a safe file
@@ -105,6 +108,28 @@ IMAGE_SCHEMA = pa.schema(
     ]
 )
 
+#: Person captions, one folder per captioner (``annotate caption``).
+CAPTIONS_DIR = "captions"
+
+CAPTION_SCHEMA = pa.schema(
+    [
+        pa.field("shard", pa.string()),
+        pa.field("key", pa.string()),
+        pa.field("box_id", pa.int32()),
+        pa.field("caption", pa.string()),
+        pa.field("model", pa.string()),
+        pa.field("annotator", pa.string()),
+        pa.field("prompt_sha256", pa.string()),
+        pa.field("status", pa.string()),  # ok | refused | failed | rejected
+        pa.field("reason", pa.string()),
+        pa.field("finish_reason", pa.string()),
+        pa.field("prompt_tokens", pa.int64()),
+        pa.field("completion_tokens", pa.int64()),
+    ]
+)
+
+#: An annotator's name (a table of annotators.toml; a captioner's folder name).
+ANNOTATOR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _ATTRIBUTE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -144,6 +169,21 @@ def attribute_path(ann: str | os.PathLike[str], attr: str, shard: str) -> Path:
 def marker_path(ann: str | os.PathLike[str], stage: str, shard: str) -> Path:
     """The completion marker of ``stage`` (``persons``, ``classify-gender``, …) for one shard."""
     return Path(ann) / WORKDIR / "markers" / stage / f"{check_shard_name(shard)}.json"
+
+
+def check_annotator_name(name: str, what: str = "annotator") -> str:
+    """``name`` if it is a safe annotator name (letters, digits, ``_ - .``, at most 64, no ``..``)."""
+    if not isinstance(name, str) or not ANNOTATOR_NAME.match(name) or ".." in name:
+        raise AnnotationError(
+            f"{what} name {str(name)[:40]!r} must be letters, digits, '_', '-' or '.' (at most 64)"
+        )
+    return name
+
+
+def captions_path(ann: str | os.PathLike[str], captioner: str, shard: str) -> Path:
+    """``ANN/captions/{captioner}/{shard}.parquet``."""
+    folder = Path(ann) / CAPTIONS_DIR / check_annotator_name(captioner, "captioner")
+    return folder / f"{check_shard_name(shard)}.parquet"
 
 
 def attribute_schema(attr: str, classes: list[str]) -> pa.Schema:

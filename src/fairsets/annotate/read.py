@@ -29,7 +29,7 @@ from . import layout
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["attribute_names", "boxes", "images"]
+__all__ = ["attribute_names", "boxes", "captions", "images"]
 
 
 def _tables(folder: Path) -> list[str]:
@@ -135,5 +135,41 @@ def images(
     query = (
         f"SELECT * EXCLUDE (file_row_number) FROM read_parquet({_sql_list(files)}, file_row_number = true) "
         "ORDER BY shard, file_row_number"
+    )
+    return _connection(con).sql(query)
+
+
+def captions(
+    ann: str | os.PathLike[str], captioner: str | None = None, *, con: duckdb.DuckDBPyConnection | None = None
+) -> duckdb.DuckDBPyRelation:
+    """The person captions of ``ann`` (:data:`~fairsets.annotate.layout.CAPTION_SCHEMA`), one lazy relation.
+
+    Args:
+        ann: the annotation folder.
+        captioner: only this captioner's captions (default: every captioner's).
+        con: the DuckDB connection to build the relation on (default: a new in-memory one).
+
+    Rows come by captioner name, then shard, then box-table order.
+
+    Raises:
+        AnnotationError: not an annotation folder, or no caption tables (of ``captioner``) yet.
+    """
+    folder = Path(ann)
+    layout.read_manifest(folder)
+    root = folder / layout.CAPTIONS_DIR
+    if captioner is not None:
+        files = _tables(root / layout.check_annotator_name(captioner, "captioner"))
+    else:
+        names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        files = [f for n in names if layout.ANNOTATOR_NAME.match(n) for f in _tables(root / n)]
+    if not files:
+        which = f"--captioner {captioner}" if captioner else "--captioner NAME"
+        raise layout.AnnotationError(
+            f"{ann}: no captions yet; run fairsets annotate caption {ann} "
+            f"--annotators annotators.toml {which}"
+        )
+    query = (
+        f"SELECT * EXCLUDE (file_row_number, filename) FROM read_parquet({_sql_list(files)}, "
+        "file_row_number = true, filename = true) ORDER BY filename, file_row_number"
     )
     return _connection(con).sql(query)
