@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import io
+import itertools
 import logging
 import socket
 import time
@@ -286,3 +287,96 @@ def test_lone_surrogates_in_answers_and_prompts_never_break_a_batch(
         r.text.encode("utf-8")  # writable anywhere
     again = client(srv, tmp_path).run(prompts)
     assert again.requests_sent == 0 and [r.text for r in again.results] == ["a\ufffdb \U0001f600"] * 3
+
+
+def test_stream_keeps_every_slot_busy_and_reads_requests_lazily(srv: OpenAIServer) -> None:
+    c, d, slow, n = 4, 0.1, 0.9, 16
+    srv.respond = lambda body: Step(delay=slow if last_user_text(body) == "q0" else d)
+    pulled: list[int] = []
+
+    def produce() -> Iterator[ChatRequest]:
+        for i, req in enumerate(reqs(n)):
+            pulled.append(i)
+            yield req
+
+    answers = client(srv, max_concurrency=c).stream(produce())
+    order: list[int] = []
+    t0 = time.monotonic()
+    with answers:
+        for i, result in answers:
+            if not order:
+                assert len(pulled) <= c + 1  # bounded look-ahead: the slots, and the refill of one
+            order.append(i)
+            assert result.text == f"echo: q{i}"
+    took = time.monotonic() - t0
+    assert sorted(order) == list(range(n)) and answers.answered == n and answers.requests_sent == n
+    assert order[-1] == 0  # the slow one did not hold the others back
+    assert srv.max_in_flight == c
+    times = sorted(srv.times)
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert max(gaps) < 2 * d  # a freed slot is refilled at once: never a wait for the slowest
+    # the other 15 go through the 3 free slots while q0 runs: rounds of 4 would take 0.9 + 3 x 0.1
+    assert took < slow + 2 * d
+
+
+def test_stream_answers_cache_hits_at_once_and_counts_like_run(srv: OpenAIServer, tmp_path: Path) -> None:
+    client(srv, tmp_path).run(reqs(3))
+    srv.default = Step(delay=0.3)
+    with client(srv, tmp_path, max_concurrency=2).stream(reqs(6)) as answers:
+        got = list(answers)
+    first = [i for i, _ in got[:3]]
+    assert first == [0, 1, 2] and all(r.cached for _, r in got[:3])  # before any sent one
+    assert answers.cache_hits == 3 and answers.requests_sent == 3 and answers.failed == 0
+    assert answers.prompt_tokens == 6 * 11 and answers.seconds > 0
+
+
+def test_closing_a_stream_early_stops_it_and_joins_its_workers(srv: OpenAIServer, tmp_path: Path) -> None:
+    import threading
+
+    srv.default = Step(delay=0.3)
+    t0 = time.monotonic()
+    with client(srv, tmp_path, max_concurrency=3).stream(reqs(30)) as answers:
+        for _i, result in answers:
+            assert result.ok
+            break
+    assert time.monotonic() - t0 < 2.0  # one answer, the others in flight finish: not 30 x 0.3 / 3
+    assert not [t for t in threading.enumerate() if t.name.startswith("fairsets-chat")]
+    hits = srv.hits
+    assert hits <= 1 + 3
+    time.sleep(0.5)
+    assert srv.hits == hits  # nothing more is sent after close
+    assert len(list((tmp_path / "cache").rglob("*.bin"))) == hits  # what was on the wire is cached
+
+
+def test_lookup_by_image_digest_hits_without_the_bytes(srv: OpenAIServer, tmp_path: Path) -> None:
+    from fairsets.fetch.chat import image_digest_part
+
+    red = jpeg((200, 0, 0))
+    c = client(srv, tmp_path)
+    sent = ChatRequest([user("who?", images=[red])], max_tokens=5)
+    assert c.lookup(sent) is None
+    c.run([sent])
+    digest = hashlib.sha256(red).hexdigest()
+    by_digest = ChatRequest([user("who?", images=[image_digest_part(digest)])], max_tokens=5)
+    hit = c.lookup(by_digest)
+    assert hit is not None and hit.cached and hit.text == "echo: who?"
+    assert c.lookup(sent) is not None and srv.hits == 1
+    other = hashlib.sha256(jpeg((0, 0, 200))).hexdigest()
+    assert c.lookup(ChatRequest([user("who?", images=[image_digest_part(other)])], max_tokens=5)) is None
+    assert c.lookup(ChatRequest([user("who?", images=[image_digest_part(digest)])], max_tokens=6)) is None
+    with pytest.raises(ValueError, match="not a SHA-256"):
+        image_digest_part("abc")
+
+
+def test_a_request_with_a_digest_image_is_never_sent(srv: OpenAIServer, tmp_path: Path) -> None:
+    from fairsets.fetch.chat import image_digest_part
+
+    digest = hashlib.sha256(b"x").hexdigest()
+    bad = ChatRequest([user("who?", images=[image_digest_part(digest)])])
+    with pytest.raises(ValueError, match=r"only for ChatClient\.lookup"):
+        client(srv, tmp_path).run([*reqs(2), bad])
+    assert srv.hits == 0  # run checks every request first
+    answers = client(srv, tmp_path).stream([bad, *reqs(2)])
+    with pytest.raises(ValueError, match=r"only for ChatClient\.lookup"), answers:
+        list(answers)
+    assert srv.hits == 0

@@ -31,9 +31,20 @@ Errors:
   elsewhere). The error raised is always the first such answer, whatever order the requests
   complete in; the requests it stops are abandoned, never reported as failures.
 
-``run(requests, on_result=...)`` reports each result as it arrives; what ``on_result`` raises
-stops the batch the same way and is raised from ``run``. Neither is called for a request
-abandoned because the batch is stopping.
+``stream(requests)`` is the one way requests are sent: it reads an iterable lazily (each request
+when a slot is free, so memory holds at most ``max_concurrency`` of them), answers cache hits at
+once and yields ``(index, result)`` in completion order, refilling a freed slot before handing its
+answer over, so ``max_concurrency`` requests stay in flight without rounds; the returned
+:class:`ChatStream` holds the counters. ``run(requests, on_result=...)`` collects a stream in
+request order into a :class:`ChatBatch`, calling ``on_result`` as each result arrives; what
+``on_result`` raises (or a stream closed early) stops the batch the same way: queued requests are
+dropped, waiting retries wake, workers are joined, what is on the wire finishes and is cached.
+Nothing is reported for a request abandoned because the batch is stopping.
+
+``lookup(request)`` only reads the cache. A request may name its image by digest
+(:func:`~fairsets.fetch.chat.messages.image_digest_part`): it has the cache key of the request with
+the image's bytes, so a caller that recorded a view's SHA-256 finds its answers without rendering
+it again; such a request is refused (``ValueError``) by ``stream`` and ``run``: it cannot be sent.
 
 The key is read from the variable ``api_key_env`` names when a batch starts and sent only as
 ``Authorization: Bearer`` to ``base_url``'s host; it is never in cache keys or files, logs or
@@ -60,7 +71,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,9 +81,9 @@ from ..cache import DiskCache
 from ..guard import TooSlow, metered_handlers, trusted_policy
 from ..retry import HttpStatusError, RetryPolicy, call_with_retry, unreachable, user_agent
 from .endpoint import ChatEndpoint
-from .messages import Message, cache_form
+from .messages import Message, cache_form, has_digest_image
 
-__all__ = ["ChatBatch", "ChatClient", "ChatRequest", "ChatResult", "ChatServiceError"]
+__all__ = ["ChatBatch", "ChatClient", "ChatRequest", "ChatResult", "ChatServiceError", "ChatStream"]
 
 log = logging.getLogger(__name__)
 _FATAL = frozenset({401, 403, 404, 405})
@@ -161,7 +172,7 @@ class _Bad(Exception):
 
 
 class _Stopped(Exception):
-    """The batch is being abandoned (a fatal answer elsewhere, or ``on_result`` raised)."""
+    """The batch is being abandoned (a fatal answer elsewhere, or the stream closed early)."""
 
 
 def _retried_status(status: int) -> bool:
@@ -169,14 +180,28 @@ def _retried_status(status: int) -> bool:
 
 
 @dataclass
+class _Counts:
+    requests_sent: int = 0
+    retries: int = 0
+
+
+@dataclass
 class _Run:
     """One batch's shared state: the key, the stop flag, the fatal answers in arrival order."""
 
     key: str
-    batch: ChatBatch
+    counts: _Counts = field(default_factory=_Counts)
     stop: threading.Event = field(default_factory=threading.Event)
     fatal: list[ChatServiceError] = field(default_factory=list)
-    failure: list[BaseException] = field(default_factory=list)  # what on_result raised
+
+
+def _refuse_digest(request: ChatRequest) -> None:
+    """``ValueError`` when ``request`` carries an image as its digest: it can be looked up, not sent."""
+    if has_digest_image(request.messages):
+        raise ValueError(
+            "a chat request with an image given as its digest (sha256:…) is only for ChatClient.lookup; "
+            "send the image's bytes (image_part) instead"
+        )
 
 
 def _clip(text: str, limit: int) -> str:
@@ -336,37 +361,60 @@ class ChatClient:
 
     # -- batches
 
+    def lookup(self, request: ChatRequest) -> ChatResult | None:
+        """The cached answer to ``request`` (``cached`` set), or ``None``; never sends anything.
+
+        The request's images may be given by their digest (:func:`~fairsets.fetch.chat.messages.
+        image_digest_part`): a caller that knows the SHA-256 of the JPEG it would send can find the
+        answer without the image's bytes.
+        """
+        return self._cached(request)
+
+    def stream(self, requests: Iterable[ChatRequest]) -> ChatStream:
+        """Answer ``requests`` as they come: ``(index, result)`` pairs in completion order.
+
+        ``requests`` is read lazily, one request ahead of each free slot, so a producer (rendering
+        views) runs alongside and memory holds at most ``max_concurrency`` requests. A cached answer
+        is yielded at once; the others are sent with ``max_concurrency`` in flight continuously
+        (a freed slot is refilled before its answer is handed over). Retries, per-request errors and
+        :class:`ChatServiceError` are as for :meth:`run`; the counters are on the returned
+        :class:`ChatStream`. Closing it early (``close()``, leaving a ``with`` block, a ``break``
+        in a ``for`` over it, an exception) stops queued requests and waiting retries and joins the
+        worker threads; requests already on the wire finish and are cached.
+
+        Raises (from the iteration):
+            ChatServiceError: a fatal answer; answers already received are cached.
+            ValueError: a request carries an image as a digest (those are only for :meth:`lookup`).
+        """
+        return ChatStream(self, requests)
+
     def run(
         self, requests: Sequence[ChatRequest], on_result: Callable[[int, ChatResult], None] | None = None
     ) -> ChatBatch:
-        """Answer ``requests`` (cache first), at most ``max_concurrency`` in flight.
+        """Answer ``requests`` (cache first), at most ``max_concurrency`` in flight: :meth:`stream`
+        collected in request order.
 
         Args:
             requests: the requests; results come back in the same order.
-            on_result: called as ``on_result(index, result)`` as each one finishes, cached ones
-                first (one call at a time, under a lock, so it need not be thread-safe; keep it
-                quick). What it raises stops the batch and is raised here; answers already in
-                stay cached, so a re-run resumes.
+            on_result: called as ``on_result(index, result)`` as each one finishes, in the calling
+                thread, one call at a time (so it need not be thread-safe; keep it quick: a slot is
+                refilled before the call, but the next answer waits for it). What it raises stops
+                the batch and is raised here; answers already in stay cached, so a re-run resumes.
 
         Raises:
             ChatServiceError: a fatal answer (401/403/404/405, redirect); answers in are cached.
+            ValueError: a request carries an image as a digest (nothing is sent).
         """
-        start = time.monotonic()
-        batch = ChatBatch(results=[ChatResult() for _ in requests])
-        todo: list[int] = []
-        for i, req in enumerate(requests):
-            cached = self._cached(req)
-            if cached is None:
-                todo.append(i)
-                continue
-            batch.results[i] = cached
-            batch.cache_hits += 1
-            if on_result is not None:
-                on_result(i, cached)
-        if todo:
-            self._send(requests, todo, batch, on_result)
-        batch.seconds = time.monotonic() - start
-        return batch
+        requests = list(requests)
+        for req in requests:
+            _refuse_digest(req)
+        results = [ChatResult() for _ in requests]
+        with self.stream(requests) as answers:
+            for i, result in answers:
+                results[i] = result
+                if on_result is not None:
+                    on_result(i, result)
+        return answers.batch(results)
 
     def _cached(self, request: ChatRequest) -> ChatResult | None:
         """The cached answer to ``request``; an unreadable entry counts as none (it is re-asked)."""
@@ -380,48 +428,6 @@ class ChatClient:
             return None
         result.cached = True
         return result
-
-    def _send(
-        self,
-        requests: Sequence[ChatRequest],
-        todo: list[int],
-        batch: ChatBatch,
-        on_result: Callable[[int, ChatResult], None] | None,
-    ) -> None:
-        key = os.environ.get(self.endpoint.api_key_env, "").strip() if self.endpoint.api_key_env else ""
-        run = _Run(key=key, batch=batch)
-        log.info("chat: %d requests to %s at %s", len(todo), self.endpoint.label, self.endpoint.where)
-
-        def one(i: int) -> None:
-            if run.stop.is_set():
-                return
-            try:
-                result = self._ask(requests[i], run)
-            except (ChatServiceError, _Stopped):  # recorded by _ask / abandoned: not a failure
-                return
-            with self._lock:
-                batch.results[i] = result
-                if on_result is None or run.stop.is_set():
-                    return
-                try:
-                    on_result(i, result)
-                except BaseException as exc:  # handed to the caller
-                    run.failure.append(exc)
-                    run.stop.set()
-
-        workers = min(self.endpoint.max_concurrency, len(todo))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fairsets-chat") as pool:
-            try:
-                for fut in [pool.submit(one, i) for i in todo]:
-                    fut.result()
-            except BaseException:  # KeyboardInterrupt: drop the queue, stop retries
-                run.stop.set()
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
-        if run.failure:
-            raise run.failure[0]
-        if run.fatal:
-            raise run.fatal[0]
 
     def _ask(self, request: ChatRequest, run: _Run) -> ChatResult:
         """One request with its retries; a fatal answer is recorded in ``run`` (first one first,
@@ -443,7 +449,7 @@ class ChatClient:
                 raise _Stopped()
             attempts += 1
             with self._lock:
-                run.batch.requests_sent += 1
+                run.counts.requests_sent += 1
             return self._post(body, run.key)
 
         def sleep(seconds: float) -> None:
@@ -482,7 +488,7 @@ class ChatClient:
             result.error += f" after {attempts - 1} retries"
         result.attempts = attempts
         with self._lock:
-            run.batch.retries += max(0, attempts - 1)
+            run.counts.retries += max(0, attempts - 1)
         return result
 
     def _fatal(self, status: int, detail: str, key: str) -> ChatServiceError:
@@ -553,3 +559,144 @@ class ChatClient:
             return _parse(raw)
         except _Bad as exc:
             raise _Bad(mask(str(exc))) from None
+
+
+class ChatStream:
+    """The answers of :meth:`ChatClient.stream`: iterate it for ``(index, result)`` pairs.
+
+    ``index`` counts the requests read from the iterable (from 0). The counters grow as answers
+    come and are final once the iteration ends: ``requests_sent`` (retries included), ``retries``,
+    ``cache_hits``, ``answered`` (pairs yielded), ``failed`` (of those, with an error), token sums
+    and ``seconds``. Iterate it once; use it as a context manager (or call :meth:`close`) so that
+    leaving early stops it at once::
+
+        with client.stream(requests) as answers:
+            for i, result in answers:
+                ...
+        answers.requests_sent, answers.cache_hits
+    """
+
+    def __init__(self, client: ChatClient, requests: Iterable[ChatRequest]) -> None:
+        self.client = client
+        self._requests = requests
+        self._run: _Run | None = None
+        self._gen: Iterator[tuple[int, ChatResult]] | None = None
+        self.cache_hits = 0
+        self.answered = 0
+        self.failed = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.seconds = 0.0
+
+    @property
+    def requests_sent(self) -> int:
+        """HTTP requests sent so far, each retry counted."""
+        return self._run.counts.requests_sent if self._run is not None else 0
+
+    @property
+    def retries(self) -> int:
+        """Retries so far (sent requests beyond the first of each answer)."""
+        return self._run.counts.retries if self._run is not None else 0
+
+    def __iter__(self) -> Iterator[tuple[int, ChatResult]]:
+        if self._gen is None:
+            self._gen = self._answers()
+        return self._gen
+
+    def __enter__(self) -> ChatStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop: queued requests are dropped, waiting retries wake and stop, workers are joined."""
+        if self._gen is not None:
+            self._gen.close()  # type: ignore[attr-defined]
+
+    def batch(self, results: list[ChatResult]) -> ChatBatch:
+        """A :class:`ChatBatch` of ``results`` with this stream's counters."""
+        return ChatBatch(
+            results=results,
+            requests_sent=self.requests_sent,
+            retries=self.retries,
+            cache_hits=self.cache_hits,
+            seconds=self.seconds,
+        )
+
+    def _counted(self, i: int, result: ChatResult) -> tuple[int, ChatResult]:
+        self.answered += 1
+        self.failed += result.error is not None
+        self.prompt_tokens += result.prompt_tokens or 0
+        self.completion_tokens += result.completion_tokens or 0
+        return i, result
+
+    def _answers(self) -> Iterator[tuple[int, ChatResult]]:
+        import queue
+
+        client, ep = self.client, self.client.endpoint
+        start = time.monotonic()
+        key = os.environ.get(ep.api_key_env, "").strip() if ep.api_key_env else ""
+        run = self._run = _Run(key=key)
+        done: queue.SimpleQueue[tuple[int, ChatResult | None]] = queue.SimpleQueue()
+        failure: list[BaseException] = []  # an unexpected error in a worker: raised here
+        source = iter(self._requests)
+        cap = max(1, int(ep.max_concurrency))
+        pool: ThreadPoolExecutor | None = None
+        state = {"in_flight": 0, "next": 0, "exhausted": False}
+
+        def work(i: int, request: ChatRequest) -> None:
+            result: ChatResult | None = None
+            try:
+                result = client._ask(request, run)
+            except (ChatServiceError, _Stopped):  # recorded by _ask / abandoned: not a failure
+                pass
+            except BaseException as exc:  # handed to the consumer
+                failure.append(exc)
+                run.stop.set()
+            done.put((i, result))
+
+        def fill() -> Iterator[tuple[int, ChatResult]]:
+            """Read requests until ``cap`` are in flight; cached answers are yielded at once."""
+            nonlocal pool
+            while not state["exhausted"] and state["in_flight"] < cap and not run.stop.is_set():
+                try:
+                    request = next(source)
+                except StopIteration:
+                    state["exhausted"] = True
+                    return
+                i = state["next"]
+                state["next"] += 1
+                _refuse_digest(request)
+                hit = client._cached(request)
+                if hit is not None:
+                    self.cache_hits += 1
+                    yield self._counted(i, hit)
+                    continue
+                if pool is None:
+                    log.info("chat: sending to %s at %s (%d at a time)", ep.label, ep.where, cap)
+                    pool = ThreadPoolExecutor(max_workers=cap, thread_name_prefix="fairsets-chat")
+                pool.submit(work, i, request)
+                state["in_flight"] += 1
+
+        try:
+            while True:
+                yield from fill()
+                if not state["in_flight"]:
+                    break
+                i, result = done.get()
+                state["in_flight"] -= 1
+                if run.stop.is_set():  # a fatal answer: let the rest finish (they stay cached)
+                    continue
+                yield from fill()  # the freed slot first, then the answer
+                if result is not None:
+                    yield self._counted(i, result)
+            if failure:
+                raise failure[0]
+            if run.fatal:
+                raise run.fatal[0]
+        finally:
+            run.stop.set()
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+            self.seconds = time.monotonic() - start

@@ -7,6 +7,12 @@ form vLLM, llama.cpp's server and Ollama accept::
 
 :func:`cache_form` gives the same messages with every inline image replaced by the SHA-256 of
 its bytes: what cache keys are made of (small, and stable across re-encodings of the key).
+
+:func:`image_digest_part` names an image by that digest instead of carrying it: a request built
+with it has the cache key of the same request with the image's bytes, so a caller that recorded
+the SHA-256 of a JPEG it sent can find the answer (:meth:`~fairsets.fetch.chat.ChatClient.lookup`)
+without making the JPEG again. Such a request is only for looking up: the client refuses to send
+it (:func:`has_digest_image`).
 """
 
 from __future__ import annotations
@@ -15,12 +21,22 @@ import base64
 import binascii
 import copy
 import hashlib
+import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["cache_form", "image_part", "system", "text_part", "user"]
+__all__ = [
+    "cache_form",
+    "has_digest_image",
+    "image_digest_part",
+    "image_part",
+    "system",
+    "text_part",
+    "user",
+]
 
 Message = dict[str, Any]
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 def text_part(text: str) -> dict[str, Any]:
@@ -36,17 +52,47 @@ def image_part(data: bytes, mime: str = "image/jpeg") -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{encoded}"}}
 
 
+def image_digest_part(sha256_hex: str) -> dict[str, Any]:
+    """An image content part naming the image by the SHA-256 of its encoded bytes (lower-case hex).
+
+    Its request has the same cache key as with :func:`image_part` of those bytes; it can be looked
+    up, never sent.
+    """
+    digest = f"sha256:{str(sha256_hex).strip().lower()}"
+    if not _DIGEST.match(digest):
+        raise ValueError(f"{sha256_hex!r} is not a SHA-256 (64 hexadecimal digits)")
+    return {"type": "image_url", "image_url": {"url": digest}}
+
+
+def has_digest_image(messages: list[Message]) -> bool:
+    """Whether an image of ``messages`` is given by its digest (:func:`image_digest_part`)."""
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            image = part.get("image_url") if isinstance(part, dict) else None
+            if isinstance(image, dict) and str(image.get("url", "")).startswith("sha256:"):
+                return True
+    return False
+
+
 def system(text: str) -> Message:
     """A system message."""
     return {"role": "system", "content": str(text)}
 
 
-def user(text: str, images: Iterable[bytes] = ()) -> Message:
-    """A user message: plain text, or the images (JPEG bytes) followed by the text."""
+def user(text: str, images: Iterable[bytes | dict[str, Any]] = ()) -> Message:
+    """A user message: plain text, or the images followed by the text.
+
+    Each image is its encoded bytes (a JPEG) or an image part already made
+    (:func:`image_part`, :func:`image_digest_part`).
+    """
     images = list(images)
     if not images:
         return {"role": "user", "content": str(text)}
-    return {"role": "user", "content": [*(image_part(i) for i in images), text_part(text)]}
+    parts = [dict(i) if isinstance(i, dict) else image_part(i) for i in images]
+    return {"role": "user", "content": [*parts, text_part(text)]}
 
 
 def _digest_data_url(url: str) -> str:
