@@ -84,3 +84,63 @@ def _png(ann, shard: str, key: str) -> bytes:
     from fairsets.annotate.shards import ShardRef, read_images
 
     return read_images(ShardRef("00000", str(ann.shards_dir / "00000.tar"), "tar"), [key])[key]
+
+
+def test_the_view_index_answers_only_for_the_same_image_box_and_settings(
+    tmp_path: Path, shard_writer
+) -> None:
+    import hashlib
+
+    import pyarrow as pa
+
+    from fairsets.annotate.items import RENDER_VERSION, BoxItem, remember_view, source_sha256, view_digest
+
+    ann = make_ann(tmp_path, shard_writer, shards=1, images_per_shard=2, boxes_per_image=2)
+    items = kept_boxes(ann.path)
+    # make_ann writes a placeholder sha256 for every image; annotate persons writes the real one
+    path = layout.images_path(ann.path, "00000")
+    table = pq.read_table(path)
+    real = {k: hashlib.sha256(k.encode()).hexdigest() for k in table["key"].to_pylist()}
+    real_col = pa.array([real[k] for k in table["key"].to_pylist()])
+    pq.write_table(table.set_column(table.schema.get_field_index("sha256"), "sha256", real_col), path)
+    sources = source_sha256(ann.path, items)
+    assert sources == {("00000", it.key): real[it.key] for it in items}
+
+    index = tmp_path / "views"
+    it, source = items[0], sources[("00000", items[0].key)]
+    jpeg = next(j for _, j, _ in views(ann.path, [it], view="crop", max_side=512))
+    assert view_digest(index, it, source, view="crop", max_side=512) is None
+    digest = remember_view(index, it, source, jpeg, view="crop", max_side=512)
+    assert digest == hashlib.sha256(jpeg).hexdigest()
+    assert view_digest(index, it, source, view="crop", max_side=512) == digest
+    assert view_digest(index, it, source, view="crop", max_side=512, quality=90) == digest  # the default
+    # another image, box, item or setting is another entry
+    assert view_digest(index, it, "f" * 64, view="crop", max_side=512) is None
+    moved = BoxItem(it.shard, it.key, it.box_id, (0.0, 0.0, 10.0, 10.0), it.alt_text)
+    assert view_digest(index, moved, source, view="crop", max_side=512) is None
+    assert view_digest(index, items[1], source, view="crop", max_side=512) is None
+    assert view_digest(index, it, source, view="redbox", max_side=512) is None
+    assert view_digest(index, it, source, view="crop", max_side=256) is None
+    assert view_digest(index, it, None, view="crop", max_side=512) is None
+    with pytest.raises(TypeError, match="unknown view settings: colour"):
+        view_digest(index, it, source, colour="red")
+    entries = [p for p in index.rglob("*") if p.is_file()]
+    assert len(entries) == 1 and entries[0].read_bytes() == digest.encode()
+    assert RENDER_VERSION
+    # a damaged entry is no answer (the view is rendered again)
+    entries[0].write_bytes(b"garbage")
+    assert view_digest(index, it, source, view="crop", max_side=512) is None
+    # nothing recorded without the source's digest
+    remember_view(index, items[1], None, jpeg, view="crop", max_side=512)
+    assert len([p for p in index.rglob("*") if p.is_file()]) == 1
+
+
+def test_folders_without_image_digests_are_always_rendered(tmp_path: Path, shard_writer) -> None:
+    from fairsets.annotate.items import source_sha256
+
+    ann = make_ann(tmp_path, shard_writer, shards=2, images_per_shard=2, boxes_per_image=1)
+    items = kept_boxes(ann.path)
+    old = layout.images_path(ann.path, "00000")  # a folder from before the sha256 column
+    pq.write_table(pq.read_table(old).drop_columns(["sha256"]), old)
+    layout.images_path(ann.path, "00001").unlink()  # no images table at all
+    assert source_sha256(ann.path, items) == {(it.shard, it.key): None for it in items}

@@ -464,3 +464,103 @@ def test_killed_vote_resumes_from_the_cache(tmp_path: Path, gender_ann: Any) -> 
     assert res.cache_hits + res.requests_sent == 3 * n
     assert asked - 3 <= res.cache_hits <= asked
     assert read_votes(out) == {it: (lab, "all") for it, lab in ann.truth.items()}
+
+
+def _store_real_sha256(ann: Any) -> dict[tuple[str, str], bytes]:
+    """Write each image's SHA-256 into images/{shard}.parquet as ``annotate persons`` does (make_ann
+    writes a placeholder); return every image's bytes by (shard, key)."""
+    import hashlib
+    import tarfile
+
+    import pyarrow as pa
+
+    from fairsets.annotate import layout
+
+    stored: dict[tuple[str, str], bytes] = {}
+    for tar in sorted(ann.shards_dir.glob("*.tar")):
+        with tarfile.open(tar) as tf:
+            for m in tf.getmembers():
+                if m.name.endswith(".png"):
+                    stored[(tar.stem, m.name[:-4])] = tf.extractfile(m).read()  # type: ignore[union-attr]
+        path = layout.images_path(ann.path, tar.stem)
+        table = pq.read_table(path)
+        digests = [hashlib.sha256(stored[(tar.stem, k)]).hexdigest() for k in table["key"].to_pylist()]
+        table = table.set_column(table.schema.get_field_index("sha256"), "sha256", pa.array(digests))
+        pq.write_table(table, path)
+    return stored
+
+
+def test_a_cached_rerun_renders_nothing_and_a_changed_image_is_asked_again(
+    tmp_path: Path, gender_ann: Any, shard_writer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import tarfile
+
+    from PIL import Image
+
+    import fairsets.annotate.views as views_mod
+    import fairsets.annotate.vote as vote_mod
+
+    ann, n = gender_ann, len(gender_ann.truth)
+    images = _store_real_sha256(ann)
+    real_render = views_mod.render
+    renders: list[tuple[float, ...]] = []
+
+    def counting_render(image: Any, box: Any, **kw: Any) -> bytes:
+        renders.append(tuple(box))
+        return real_render(image, box, **kw)
+
+    monkeypatch.setattr(views_mod, "render", counting_render)
+    monkeypatch.setattr(vote_mod, "EXAMPLES", 0)  # the report's thumbnails aside: what asking renders
+    out = tmp_path / "votes.parquet"
+    annotators = [Annotator(name) for name in ("v1", "v2", "v3")]
+    with annotators[0], annotators[1], annotators[2]:
+        toml = annotators_toml(tmp_path / "annotators.toml", annotators, timeout=2)
+
+        def vote() -> Any:
+            return vote_boxes(ann.path, attribute="gender", annotators=toml, sample=100, out=out, seed=3)
+
+        first = vote()
+        assert len(renders) == n and first.requests_sent == 3 * n and first.cache_hits == 0
+        assert read_votes(out) == {it: (lab, "all") for it, lab in ann.truth.items()}
+        live = {k: p.read_bytes() for k, p in output_paths(out).items()}
+
+        # Every answer cached: nothing rendered, nothing sent, the same VOTES; twice: the same files.
+        renders.clear()
+        second = vote()
+        assert renders == [] and second.requests_sent == 0 and second.cache_hits == 3 * n
+        cached = {k: p.read_bytes() for k, p in output_paths(out).items()}
+        assert cached["votes"] == live["votes"]
+        third = vote()
+        assert renders == [] and third.requests_sent == 0
+        assert {k: p.read_bytes() for k, p in output_paths(out).items()} == cached
+        assert [a.server.hits for a in annotators] == [n] * 3
+
+        # One image changes (a few pixels inside its first box; its sha256 with it): both its boxes
+        # are rendered again, the box whose view changed is asked again, the other one is a cache hit.
+        shard, key = "00000", "00000000"
+        px = np.asarray(Image.open(io.BytesIO(images[(shard, key)])).convert("RGB")).copy()
+        x1, y1, _, _ = (int(v) for v in ann.boxes[item_id(shard, key, 0)])
+        px[y1 + 2 : y1 + 5, x1 + 2 : x1 + 5] = np.clip(
+            px[y1 + 2 : y1 + 5, x1 + 2 : x1 + 5].astype(int) - 4, 0, 255
+        )
+        buf = io.BytesIO()
+        Image.fromarray(px).save(buf, format="PNG")
+        tar_path = ann.shards_dir / f"{shard}.tar"
+        with tarfile.open(tar_path) as tf:
+            members = {m.name: tf.extractfile(m).read() for m in tf.getmembers()}  # type: ignore[union-attr]
+        members[f"{key}.png"] = buf.getvalue()
+        samples: dict[str, dict[str, bytes]] = {}
+        for name, data in members.items():
+            stem, ext = name.rsplit(".", 1)
+            samples.setdefault(stem, {})[ext] = data
+        shard_writer(tar_path, list(samples.items()))
+        _store_real_sha256(ann)
+        renders.clear()
+        fourth = vote()
+        assert sorted(renders) == sorted(ann.boxes[item_id(shard, key, b)] for b in (0, 1))
+        assert fourth.requests_sent == 3 and fourth.cache_hits == 3 * n - 3
+        assert [a.server.hits for a in annotators] == [n + 1] * 3
+        rows = pq.read_table(fourth.answers).to_pylist()
+        assert {r["item"] for r in rows if not r["cached"]} == {item_id(shard, key, 0)}
+        assert read_votes(out) == {it: (lab, "all") for it, lab in ann.truth.items()}

@@ -328,6 +328,12 @@ def test_stream_answers_cache_hits_at_once_and_counts_like_run(srv: OpenAIServer
     assert first == [0, 1, 2] and all(r.cached for _, r in got[:3])  # before any sent one
     assert answers.cache_hits == 3 and answers.requests_sent == 3 and answers.failed == 0
     assert answers.prompt_tokens == 6 * 11 and answers.seconds > 0
+    # the cache as it was when the stream began: a request repeated within the stream is asked again
+    srv.default = Step()
+    twice = [ChatRequest([user("new")])] * 2
+    with client(srv, tmp_path, max_concurrency=1).stream(twice) as answers:
+        assert [r.cached for _, r in answers] == [False, False]
+    assert answers.requests_sent == 2 and client(srv, tmp_path).lookup(twice[0]) is not None
 
 
 def test_closing_a_stream_early_stops_it_and_joins_its_workers(srv: OpenAIServer, tmp_path: Path) -> None:

@@ -9,7 +9,17 @@ about kept boxes. This module is what they share:
   the same sample on any machine, and a larger ``n`` keeps every item a smaller one chose;
 * :func:`views` — the JPEG each item is shown as (:func:`fairsets.annotate.views.render`: the crop,
   or the whole image with a red box), reading each image once from its shard; an item whose image
-  is gone or no longer decodes comes back with a reason instead.
+  is gone or no longer decodes comes back with a reason instead;
+* :func:`remember_view` / :func:`view_digest` — the *view index*: for each box, the SHA-256 of the
+  JPEG it was last shown as, keyed by its source image's SHA-256 (the ``sha256`` column of
+  ``images/{shard}.parquet``: the bytes as stored in the shard), the item and box, the view
+  settings and :data:`RENDER_VERSION`. A chat answer is cached under its JPEG's SHA-256, so with
+  the index a re-run finds every answer (:meth:`fairsets.fetch.chat.ChatClient.lookup` with
+  :func:`fairsets.fetch.chat.image_digest_part`) without decoding or rendering anything. A changed
+  image (another ``sha256``), box or setting is another key: that box is rendered and asked again.
+  Folders whose images table has no ``sha256`` (:func:`source_sha256` gives None) are rendered
+  every time. Entries are small files written atomically under the folder given (``annotate vote``
+  uses ``chat-cache/views``); a lost entry only costs a render.
 """
 
 from __future__ import annotations
@@ -25,9 +35,24 @@ from fairsets.core.data import derive_seed
 from . import layout
 from .labels import item_id
 
-__all__ = ["BoxItem", "kept_boxes", "sample", "shard_refs", "views"]
+__all__ = [
+    "RENDER_VERSION",
+    "BoxItem",
+    "kept_boxes",
+    "remember_view",
+    "sample",
+    "shard_refs",
+    "source_sha256",
+    "view_digest",
+    "views",
+]
 
 _IMAGES_PER_READ = 64
+#: Part of every view-index key: bump it when :func:`fairsets.annotate.views.render` draws the same
+#: box with the same settings differently, so that the index no longer answers for old renders.
+RENDER_VERSION = "views-1"
+_VIEW_DEFAULTS: dict[str, Any] = {"view": "crop", "max_side": 768, "width": 3, "pad": 0.0, "quality": 90}
+_HEX = frozenset("0123456789abcdef")
 
 
 @dataclass(frozen=True)
@@ -180,3 +205,85 @@ def views(
             except ValueError as exc:
                 yield it, None, str(exc)
         start = end
+
+
+def _is_sha256(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX
+
+
+def source_sha256(ann: str | os.PathLike[str], items: Iterable[BoxItem]) -> dict[tuple[str, str], str | None]:
+    """``(shard, key) → SHA-256`` of each item's image as stored in its shard (``images/{shard}.parquet``).
+
+    None for an image the table does not hold, whose ``sha256`` is empty or not a digest, or of a
+    shard whose table has no ``sha256`` column (a folder from before it existed) or cannot be read.
+    """
+    import pyarrow.parquet as pq
+
+    wanted: dict[str, set[str]] = {}
+    for it in items:
+        wanted.setdefault(it.shard, set()).add(it.key)
+    out: dict[tuple[str, str], str | None] = {}
+    for shard, keys in wanted.items():
+        found: dict[str, Any] = {}
+        path = layout.images_path(ann, shard)
+        try:
+            if "sha256" in pq.read_schema(path).names:
+                table = pq.read_table(path, columns=["key", "sha256"])
+                found = dict(zip(table["key"].to_pylist(), table["sha256"].to_pylist(), strict=True))
+        except (OSError, ValueError):  # no table, or not one: render
+            found = {}
+        for key in keys:
+            value = found.get(key)
+            out[(shard, key)] = value.lower() if _is_sha256(str(value).lower()) else None
+    return out
+
+
+def _view_key(item: BoxItem, source: str, settings: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(settings) - set(_VIEW_DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown view settings: {', '.join(sorted(unknown))}")
+    view = {**_VIEW_DEFAULTS, **settings}
+    view["pad"] = float(view["pad"])
+    return {
+        "renderer": RENDER_VERSION,
+        "item": item.item,
+        "source_sha256": source,
+        "box": [float(v) for v in item.box],
+        "view": view,
+    }
+
+
+def view_digest(
+    index: str | os.PathLike[str], item: BoxItem, source: str | None, **settings: Any
+) -> str | None:
+    """The SHA-256 of the JPEG :func:`views` made of ``item`` from the image ``source`` (its SHA-256)
+    with these view settings, as :func:`remember_view` recorded it in ``index``; None if unknown."""
+    from fairsets.fetch.cache import DiskCache
+
+    if not source:
+        return None
+    raw = DiskCache(index).get(_view_key(item, source, settings))
+    if raw is None:
+        return None
+    digest = raw.decode("ascii", "replace").strip()
+    return digest if _is_sha256(digest) else None
+
+
+def remember_view(
+    index: str | os.PathLike[str], item: BoxItem, source: str | None, jpeg: bytes, **settings: Any
+) -> str:
+    """Record in ``index`` that ``item``, from the image ``source``, is shown as ``jpeg``; its SHA-256.
+
+    Nothing is recorded without a ``source`` (the digest is still returned).
+    """
+    import hashlib
+
+    from fairsets.fetch.cache import DiskCache
+
+    digest = hashlib.sha256(jpeg).hexdigest()
+    if source:
+        key = _view_key(item, source, settings)
+        cache = DiskCache(index)
+        if cache.get(key) != digest.encode("ascii"):
+            cache.put(key, digest.encode("ascii"))
+    return digest

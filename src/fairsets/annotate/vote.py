@@ -73,9 +73,8 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,7 +94,7 @@ from .labels import item_id
 from .vote_prompts import ATTRIBUTES, INVALID, OK, OPTIONS, REFUSED, build_question, parse_answer
 
 if TYPE_CHECKING:
-    from fairsets.fetch.chat import ChatEndpoint, ChatResult
+    from fairsets.fetch.chat import ChatClient, ChatEndpoint, ChatResult
 
 __all__ = [
     "ANSWER_SCHEMA",
@@ -115,8 +114,6 @@ FAILED = "failed"
 DEFAULT_RELAX: dict[str, dict[str, int]] = {"gender": {"mixed": 2}, "race": {}}
 #: Agreed and disputed examples on the report page, each at most.
 EXAMPLES = 24
-#: Boxes whose views are rendered and asked in one round, at most.
-MAX_CHUNK = 512
 _LABEL_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".ndjson")
 
 ANSWER_SCHEMA = pa.schema(
@@ -305,44 +302,200 @@ def _read(row: dict[str, Any], result: ChatResult, question: Any) -> None:
     row.update(status=status, label=label, answer=result.text, error=None)
 
 
-def _ask_round(
-    clients: Mapping[str, Any],
-    requests: Mapping[str, list[Any]],
-    advance: Callable[..., None],
-) -> dict[str, Any]:
-    """Run every annotator's batch at the same time; the batches by name. The first fatal error
-    (in annotator order) is raised, named, once every batch has stopped."""
-    from fairsets.fetch.chat import ChatServiceError
+class _Fanout:
+    """The rendered views every annotator is shown: one renderer puts them, each annotator reads
+    every one in order at its own pace. At most ``bound`` views are held: the renderer waits when
+    the slowest reader is that far behind, and a view is dropped once every reader has it."""
 
-    stop = threading.Event()
-    batches: dict[str, Any] = {}
+    def __init__(self, readers: Sequence[str], bound: int) -> None:
+        self._cv = threading.Condition()
+        self._views: dict[int, Any] = {}
+        self._made = 0
+        self._low = 0
+        self._pos = dict.fromkeys(readers, 0)
+        self._bound = max(1, int(bound))
+        self._ended = False
+        self._aborted = False
+
+    def put(self, view: Any) -> bool:
+        """Add a view (waiting for room); False once aborted."""
+        with self._cv:
+            while not self._aborted and self._made - min(self._pos.values()) >= self._bound:
+                self._cv.wait()
+            if self._aborted:
+                return False
+            self._views[self._made] = view
+            self._made += 1
+            self._cv.notify_all()
+            return True
+
+    def end(self) -> None:
+        """No more views: each reader ends after the last one."""
+        with self._cv:
+            self._ended = True
+            self._cv.notify_all()
+
+    def abort(self) -> None:
+        """Stop everything: the renderer's ``put`` returns False, readers raise :class:`_Abort`."""
+        with self._cv:
+            self._aborted = True
+            self._cv.notify_all()
+
+    def read(self, name: str) -> Iterator[Any]:
+        """Every view, in order, for reader ``name``."""
+        while True:
+            with self._cv:
+                while not self._aborted and not self._ended and self._pos[name] == self._made:
+                    self._cv.wait()
+                if self._aborted:
+                    raise _Abort()
+                at = self._pos[name]
+                if at == self._made:
+                    return
+                view = self._views[at]
+                self._pos[name] = at + 1
+                low = min(self._pos.values())
+                while self._low < low:
+                    del self._views[self._low]
+                    self._low += 1
+                self._cv.notify_all()
+            yield view
+
+
+@dataclass
+class _Asked:
+    """What the asking step gathered: answer rows per annotator, their counters, the rejected items."""
+
+    rows: dict[str, list[dict[str, Any]]]
+    counters: dict[str, Counter[str]]
+    rejected: dict[str, str] = field(default_factory=dict)
+    rendered: int = 0
+
+
+def _ask_all(
+    folder: Path,
+    items: Sequence[BoxItem],
+    *,
+    attribute: str,
+    seed: int,
+    names: Sequence[str],
+    endpoints: Mapping[str, ChatEndpoint],
+    clients: Mapping[str, ChatClient],
+    view_kwargs: Mapping[str, Any],
+    advance: Callable[..., None],
+) -> _Asked:
+    """Every annotator's answer for every item (see the module docstring, *Asking* and *Re-runs*).
+
+    First, without rendering: an item whose view the index knows and whose every answer is in the
+    cache (looked up by the view's digest) is answered from there. The others are rendered once, by
+    one thread, and each view is handed to every annotator's :meth:`ChatClient.stream`, each
+    annotator in its own thread at its own pace. The first fatal error (in annotator order) is
+    raised, named, once every thread has stopped.
+    """
+    from fairsets.fetch.chat import ChatServiceError, image_digest_part
+
+    from .items import remember_view, source_sha256, view_digest, views
+
+    lock = threading.Lock()
+    asked = _Asked(rows={n: [] for n in names}, counters={n: Counter[str]() for n in names})
+    index = chat_cache_dir(folder) / "views"
+    sources = source_sha256(folder, items)
+    models = {name: endpoints[name].model for name in names}
+
+    def record(name: str, item: BoxItem, question: Any, result: ChatResult) -> None:
+        order = ",".join(f"{k}={v}" for k, v in question.options.items())
+        row = _answer_row(item, name, models[name], order, result, None)
+        _read(row, result, question)
+        with lock:
+            asked.rows[name].append(row)
+        advance(1, requests=0 if result.cached else max(1, result.attempts), cached=int(result.cached))
+
+    # 1. answers found by the views' digests: those items are not rendered
+    to_render: list[BoxItem] = []
+    for it in items:
+        digest = view_digest(index, it, sources.get((it.shard, it.key)), **view_kwargs)
+        found: list[tuple[str, Any, ChatResult]] = []
+        if digest is not None:
+            image = image_digest_part(digest)
+            for name in names:
+                question = build_question(attribute, it.item, seed, annotator=name)
+                hit = clients[name].lookup(vote_request(question, image))  # type: ignore[arg-type]
+                if hit is None:
+                    break
+                found.append((name, question, hit))
+        if digest is None or len(found) < len(names):
+            to_render.append(it)
+            continue
+        for name, question, hit in found:
+            asked.counters[name]["cache_hits"] += 1
+            record(name, it, question, hit)
+    if not to_render:
+        return asked
+
+    # 2. the rest: rendered once, every annotator streams its questions about each view
+    bound = max(32, 4 * max(endpoints[n].max_concurrency for n in names))
+    fanout = _Fanout(names, bound)
     errors: dict[str, BaseException] = {}
 
-    def run(name: str) -> None:
-        def on_result(_i: int, result: ChatResult) -> None:
-            if stop.is_set():
-                raise _Abort()
-            advance(1, requests=0 if result.cached else max(1, result.attempts), cached=int(result.cached))
-
+    def render() -> None:
         try:
-            batches[name] = clients[name].run(requests[name], on_result=on_result)
+            with contextlib.closing(views(folder, to_render, **view_kwargs)) as made:  # type: ignore[type-var]
+                for it, jpeg, reason in made:
+                    if jpeg is None:
+                        with lock:
+                            asked.rejected[it.item] = reason or "no view"
+                            for name in names:
+                                asked.rows[name].append(
+                                    _answer_row(it, name, models[name], None, None, reason)
+                                )
+                        advance(len(names))
+                        continue
+                    asked.rendered += 1
+                    remember_view(index, it, sources.get((it.shard, it.key)), jpeg, **view_kwargs)
+                    if not fanout.put((it, jpeg)):
+                        return
+            fanout.end()
+        except BaseException as exc:  # handed to the caller below
+            errors["\0render"] = exc
+            fanout.abort()
+
+    def ask(name: str) -> None:
+        questions: dict[int, tuple[BoxItem, Any]] = {}
+
+        def requests() -> Iterator[Any]:
+            for n, (it, jpeg) in enumerate(fanout.read(name)):
+                question = build_question(attribute, it.item, seed, annotator=name)
+                questions[n] = (it, question)
+                yield vote_request(question, jpeg)
+
+        answers = clients[name].stream(requests())
+        try:
+            with answers:
+                for i, result in answers:
+                    it, question = questions.pop(i)
+                    record(name, it, question, result)
         except BaseException as exc:  # handed to the caller below
             errors[name] = exc
-            stop.set()
+            fanout.abort()
+        finally:
+            asked.counters[name].update(
+                requests_sent=answers.requests_sent, cache_hits=answers.cache_hits, retries=answers.retries
+            )
 
-    threads = [threading.Thread(target=run, args=(n,), name=f"fairsets-vote-{n}") for n in clients]
+    threads = [threading.Thread(target=render, name="fairsets-vote-render")]
+    threads += [threading.Thread(target=ask, args=(n,), name=f"fairsets-vote-{n}") for n in names]
     for t in threads:
         t.start()
     try:
         for t in threads:
             while t.is_alive():
                 t.join(0.2)
-    except BaseException:  # KeyboardInterrupt: stop every batch, answers in stay cached
-        stop.set()
+    except BaseException:  # KeyboardInterrupt: stop every thread, answers in stay cached
+        fanout.abort()
         for t in threads:
             t.join()
         raise
-    for name in clients:
+    for name in [*names, "\0render"]:
         exc = errors.get(name)
         if exc is None or isinstance(exc, _Abort):
             continue
@@ -351,9 +504,9 @@ def _ask_round(
                 f"annotator {name}: {exc}; the answers received so far are cached, run again once fixed"
             ) from None
         raise exc
-    if errors:  # only aborts: cannot happen without a real error, but never return half a round
+    if errors:  # only aborts: cannot happen without a real error, but never return half the answers
         raise next(iter(errors.values()))
-    return batches
+    return asked
 
 
 # --------------------------------------------------------------------------- the vote
@@ -489,12 +642,8 @@ def vote_boxes(
         name: ChatClient(ep, cache_dir=cache, max_retries=max_retries, backoff=backoff)
         for name, ep in endpoints.items()
     }
-    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    counters = {name: Counter[str]() for name in names}
-    rejected: dict[str, str] = {}
     progress = progress or Progress(False)
     lock = threading.Lock()
-    chunk = min(MAX_CHUNK, max(64, 16 * max(ep.max_concurrency for ep in endpoints.values())))
 
     with progress.stage(f"vote {attribute}", len(items) * len(names), rates=("requests", "cached")) as bar:
 
@@ -502,47 +651,11 @@ def vote_boxes(
             with lock:
                 bar(n, **more)
 
-        from .tasks import prefetched
-
-        rendered = prefetched(iter(views(folder, items, **view_kwargs)), chunk)
-        with contextlib.closing(rendered):  # type: ignore[arg-type]
-            while True:
-                part = list(islice(rendered, chunk))
-                if not part:
-                    break
-                asked: list[BoxItem] = []
-                jpegs: list[bytes] = []
-                for item, jpeg, reason in part:
-                    if jpeg is None:
-                        rejected[item.item] = reason or "no view"
-                        for name in names:
-                            rows[name].append(
-                                _answer_row(item, name, endpoints[name].model, None, None, reason)
-                            )
-                        advance(len(names))
-                    else:
-                        asked.append(item)
-                        jpegs.append(jpeg)
-                if not asked:
-                    continue
-                requests: dict[str, list[Any]] = {}
-                round_q: dict[str, list[Any]] = {}
-                for name in names:
-                    qs = [build_question(attribute, it.item, seed, annotator=name) for it in asked]
-                    round_q[name] = qs
-                    requests[name] = [vote_request(q, j) for q, j in zip(qs, jpegs, strict=True)]
-                del jpegs
-                batches = _ask_round(clients, requests, advance)
-                for name in names:
-                    batch = batches[name]
-                    counters[name].update(
-                        requests_sent=batch.requests_sent, cache_hits=batch.cache_hits, retries=batch.retries
-                    )
-                    for it, q, result in zip(asked, round_q[name], batch.results, strict=True):
-                        order = ",".join(f"{k}={v}" for k, v in q.options.items())
-                        row = _answer_row(it, name, endpoints[name].model, order, result, None)
-                        _read(row, result, q)
-                        rows[name].append(row)
+        asked = _ask_all(
+            folder, items, attribute=attribute, seed=seed, names=names, endpoints=endpoints,
+            clients=clients, view_kwargs=view_kwargs, advance=advance,
+        )  # fmt: skip
+    rows, counters, rejected = asked.rows, asked.counters, asked.rejected
 
     # ballots: one per item every annotator answered (ok, invalid or refused)
     by_item: dict[str, list[dict[str, Any]]] = {}

@@ -193,6 +193,7 @@ class _Run:
     counts: _Counts = field(default_factory=_Counts)
     stop: threading.Event = field(default_factory=threading.Event)
     fatal: list[ChatServiceError] = field(default_factory=list)
+    written: set[str] = field(default_factory=set)  # cache entries this batch wrote (digests)
 
 
 def _refuse_digest(request: ChatRequest) -> None:
@@ -368,7 +369,7 @@ class ChatClient:
         image_digest_part`): a caller that knows the SHA-256 of the JPEG it would send can find the
         answer without the image's bytes.
         """
-        return self._cached(request)
+        return self._cached(self.cache_key(request))
 
     def stream(self, requests: Iterable[ChatRequest]) -> ChatStream:
         """Answer ``requests`` as they come: ``(index, result)`` pairs in completion order.
@@ -376,7 +377,9 @@ class ChatClient:
         ``requests`` is read lazily, one request ahead of each free slot, so a producer (rendering
         views) runs alongside and memory holds at most ``max_concurrency`` requests. A cached answer
         is yielded at once; the others are sent with ``max_concurrency`` in flight continuously
-        (a freed slot is refilled before its answer is handed over). Retries, per-request errors and
+        (a freed slot is refilled before its answer is handed over). The cache is read as it was
+        when the stream began: a request equal to one answered earlier in the same stream is
+        asked too, as :meth:`run` asks every request of its list. Retries, per-request errors and
         :class:`ChatServiceError` are as for :meth:`run`; the counters are on the returned
         :class:`ChatStream`. Closing it early (``close()``, leaving a ``with`` block, a ``break``
         in a ``for`` over it, an exception) stops queued requests and waiting retries and joins the
@@ -416,9 +419,9 @@ class ChatClient:
                     on_result(i, result)
         return answers.batch(results)
 
-    def _cached(self, request: ChatRequest) -> ChatResult | None:
-        """The cached answer to ``request``; an unreadable entry counts as none (it is re-asked)."""
-        raw = self.cache.get(self.cache_key(request))
+    def _cached(self, key: dict[str, Any]) -> ChatResult | None:
+        """The answer cached under ``key``; an unreadable entry counts as none (it is re-asked)."""
+        raw = self.cache.get(key)
         if raw is None:
             return None
         try:
@@ -429,7 +432,7 @@ class ChatClient:
         result.cached = True
         return result
 
-    def _ask(self, request: ChatRequest, run: _Run) -> ChatResult:
+    def _ask(self, request: ChatRequest, run: _Run, key: dict[str, Any]) -> ChatResult:
         """One request with its retries; a fatal answer is recorded in ``run`` (first one first,
         under the lock, with the stop flag) before it is raised."""
         payload: dict[str, Any] = {
@@ -483,7 +486,9 @@ class ChatClient:
         else:
             value = self.encode_answer(result)
             if value is not None:
-                self.cache.put(self.cache_key(request), value)
+                with self._lock:  # before the entry exists, so the stream never takes it for a hit
+                    run.written.add(DiskCache.digest(key))
+                self.cache.put(key, value)
         if result.error is not None and retried and attempts > 1:
             result.error += f" after {attempts - 1} retries"
         result.attempts = attempts
@@ -645,10 +650,10 @@ class ChatStream:
         pool: ThreadPoolExecutor | None = None
         state = {"in_flight": 0, "next": 0, "exhausted": False}
 
-        def work(i: int, request: ChatRequest) -> None:
+        def work(i: int, request: ChatRequest, key: dict[str, Any]) -> None:
             result: ChatResult | None = None
             try:
-                result = client._ask(request, run)
+                result = client._ask(request, run, key)
             except (ChatServiceError, _Stopped):  # recorded by _ask / abandoned: not a failure
                 pass
             except BaseException as exc:  # handed to the consumer
@@ -668,7 +673,10 @@ class ChatStream:
                 i = state["next"]
                 state["next"] += 1
                 _refuse_digest(request)
-                hit = client._cached(request)
+                key = client.cache_key(request)
+                # the cache as it was when the stream began: each request of a stream is asked,
+                # even the same as one answered earlier in it (as a list given to run() would be)
+                hit = None if DiskCache.digest(key) in run.written else client._cached(key)
                 if hit is not None:
                     self.cache_hits += 1
                     yield self._counted(i, hit)
@@ -676,7 +684,7 @@ class ChatStream:
                 if pool is None:
                     log.info("chat: sending to %s at %s (%d at a time)", ep.label, ep.where, cap)
                     pool = ThreadPoolExecutor(max_workers=cap, thread_name_prefix="fairsets-chat")
-                pool.submit(work, i, request)
+                pool.submit(work, i, request, key)
                 state["in_flight"] += 1
 
         try:
