@@ -19,7 +19,9 @@ about kept boxes. This module is what they share:
   image (another ``sha256``), box or setting is another key: that box is rendered and asked again.
   Folders whose images table has no ``sha256`` (:func:`source_sha256` gives None) are rendered
   every time. Entries are small files written atomically under the folder given (``annotate vote``
-  uses ``chat-cache/views``); a lost entry only costs a render.
+  uses ``chat-cache/views``); a lost entry only costs a render. :func:`keep_view` /
+  :func:`kept_view` store a few views' bytes there too, by digest (the vote report's examples), so
+  a re-run need not render those either.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from .labels import item_id
 __all__ = [
     "RENDER_VERSION",
     "BoxItem",
+    "keep_view",
     "kept_boxes",
+    "kept_view",
     "remember_view",
     "sample",
     "shard_refs",
@@ -287,3 +291,29 @@ def remember_view(
         if cache.get(key) != digest.encode("ascii"):
             cache.put(key, digest.encode("ascii"))
     return digest
+
+
+def keep_view(index: str | os.PathLike[str], jpeg: bytes) -> str:
+    """Store ``jpeg`` in ``index`` under its SHA-256 (returned), for :func:`kept_view`."""
+    import hashlib
+
+    from fairsets.fetch.cache import DiskCache
+
+    digest = hashlib.sha256(jpeg).hexdigest()
+    store = DiskCache(index, namespace="jpeg")
+    path = store.path(digest)
+    if path is not None and not path.is_file():
+        store.put(digest, bytes(jpeg))
+    return digest
+
+
+def kept_view(index: str | os.PathLike[str], digest: str | None) -> bytes | None:
+    """The view :func:`keep_view` stored with this SHA-256; None if absent or damaged."""
+    import hashlib
+
+    from fairsets.fetch.cache import DiskCache
+
+    if not digest or not _is_sha256(digest):
+        return None
+    data = DiskCache(index, namespace="jpeg").get(digest)
+    return data if data is not None and hashlib.sha256(data).hexdigest() == digest else None

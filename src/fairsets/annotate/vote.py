@@ -88,7 +88,7 @@ from . import layout
 from .annotators import load_annotators
 from .chat_requests import CAPTION_VIEW, VOTE_VIEW, chat_cache_dir, vote_request
 from .consensus import DEFAULT_CAP, Ballot, consensus, write_labels
-from .items import BoxItem, kept_boxes
+from .items import BoxItem, kept_boxes, remember_view
 from .items import sample as sample_items
 from .labels import item_id
 from .vote_prompts import ATTRIBUTES, INVALID, OK, OPTIONS, REFUSED, build_question, parse_answer
@@ -394,7 +394,7 @@ def _ask_all(
     """
     from fairsets.fetch.chat import ChatServiceError, image_digest_part
 
-    from .items import remember_view, source_sha256, view_digest, views
+    from .items import source_sha256, view_digest, views
 
     lock = threading.Lock()
     asked = _Asked(rows={n: [] for n in names}, counters={n: Counter[str]() for n in names})
@@ -512,6 +512,32 @@ def _ask_all(
 # --------------------------------------------------------------------------- the vote
 
 
+def _example_views(
+    folder: Path, wanted: Sequence[BoxItem], view_kwargs: Mapping[str, Any]
+) -> dict[str, bytes]:
+    """The report's example views: kept in the view index by a run that rendered them (so a re-run
+    renders nothing), rendered (and kept) otherwise; ``b""`` for a box whose image is gone."""
+    from .items import keep_view, kept_view, source_sha256, view_digest, views
+
+    index = chat_cache_dir(folder) / "views"
+    sources = source_sha256(folder, wanted)
+    shown: dict[str, bytes] = {}
+    missing: list[BoxItem] = []
+    for it in wanted:
+        source = sources.get((it.shard, it.key))
+        data = kept_view(index, view_digest(index, it, source, **view_kwargs))
+        if data is None:
+            missing.append(it)
+        else:
+            shown[it.item] = data
+    for it, jpeg, _ in views(folder, missing, **view_kwargs):
+        if jpeg is not None:
+            remember_view(index, it, sources.get((it.shard, it.key)), jpeg, **view_kwargs)
+            keep_view(index, jpeg)
+        shown[it.item] = jpeg or b""
+    return shown
+
+
 def _check_out(out: Path) -> None:
     if out.is_dir():
         raise layout.AnnotationError(
@@ -581,7 +607,6 @@ def vote_boxes(
     """
     from fairsets.core.tables import write_table
 
-    from .items import views
     from .vote_prompts import load_keywords, recall_candidates
     from .vote_report import Example, write_vote_report
 
@@ -724,7 +749,7 @@ def vote_boxes(
     row_of = {item_id(r["shard"], r["key"], r["box_id"]): r for r in result.rows}
     wanted = [item_of[i] for i in sorted(set(agreed_ids) | set(disputed_ids))]
     wanted.sort(key=lambda it: (it.shard, it.key, it.box_id))
-    shown = {it.item: jpeg or b"" for it, jpeg, _ in views(folder, wanted, **view_kwargs)}
+    shown = _example_views(folder, wanted, view_kwargs)
 
     def example(item: str) -> Example:
         votes = {r["annotator"]: r["label"] or r["status"] for r in by_item[item]}

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import hashlib
 import re
 from collections.abc import Iterable
@@ -106,9 +105,18 @@ def _digest_data_url(url: str) -> str:
     return f"sha256:{hashlib.sha256(raw).hexdigest()}"
 
 
+def _copy(value: Any) -> Any:
+    """A copy of a JSON-like value (dicts and lists copied, the rest shared: strings are immutable)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
 def cache_form(messages: list[Message]) -> list[Message]:
     """``messages`` with each inline image URL replaced by ``sha256:<hex>`` of its decoded bytes."""
-    out = copy.deepcopy(messages)
+    out = _copy(messages)
     for msg in out:
         content = msg.get("content") if isinstance(msg, dict) else None
         if not isinstance(content, list):
