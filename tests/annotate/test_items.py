@@ -144,3 +144,19 @@ def test_folders_without_image_digests_are_always_rendered(tmp_path: Path, shard
     pq.write_table(pq.read_table(old).drop_columns(["sha256"]), old)
     layout.images_path(ann.path, "00001").unlink()  # no images table at all
     assert source_sha256(ann.path, items) == {(it.shard, it.key): None for it in items}
+
+
+def test_kept_views_come_back_only_intact(tmp_path: Path) -> None:
+    import hashlib
+
+    from fairsets.annotate.items import keep_view, kept_view
+
+    index, view = tmp_path / "views", b"\xff\xd8 a view \xff\xd9"
+    digest = hashlib.sha256(view).hexdigest()
+    assert kept_view(index, digest) is None and kept_view(index, None) is None
+    keep_view(index, digest, b"small copy")
+    assert kept_view(index, digest) == b"small copy"
+    assert kept_view(index, "0" * 64) is None
+    (entry,) = [p for p in index.rglob("*") if p.is_file()]
+    entry.write_bytes(entry.read_bytes()[:-1] + b"X")  # damaged: not handed out
+    assert kept_view(index, digest) is None

@@ -564,3 +564,14 @@ def test_a_cached_rerun_renders_nothing_and_a_changed_image_is_asked_again(
         rows = pq.read_table(fourth.answers).to_pylist()
         assert {r["item"] for r in rows if not r["cached"]} == {item_id(shard, key, 0)}
         assert read_votes(out) == {it: (lab, "all") for it, lab in ann.truth.items()}
+
+        # The report's examples: rendered by the first run that shows them, kept for the next ones.
+        monkeypatch.setattr(vote_mod, "EXAMPLES", 3)
+        renders.clear()
+        shown = vote()
+        assert len(renders) == 3 and shown.requests_sent == 0  # every box agreed: three examples
+        report = shown.report.read_bytes()
+        assert report.count(b"data:image/jpeg;base64,") == 3
+        renders.clear()
+        again = vote()
+        assert renders == [] and again.report.read_bytes() == report

@@ -386,3 +386,21 @@ def test_a_request_with_a_digest_image_is_never_sent(srv: OpenAIServer, tmp_path
     with pytest.raises(ValueError, match=r"only for ChatClient\.lookup"), answers:
         list(answers)
     assert srv.hits == 0
+
+
+def test_request_bodies_are_the_json_of_the_request() -> None:
+    import json
+
+    from fairsets.fetch.chat import client as chat_client
+    from fairsets.fetch.chat.messages import image_part
+
+    red = jpeg((200, 0, 0))
+    odd = {"type": "image_url", "image_url": {"url": 'data:image/png;base64,"x\\y\n'}}  # escaped
+    messages = [
+        system('say "hi" \\ \u00e9 \ud800'),
+        user("who?", images=[red, red]),
+        {"role": "user", "content": [odd, image_part(b"\x00\xff"), {"type": "text", "text": "\x01"}]},
+    ]
+    payload = {"model": "m", "messages": messages, "temperature": 0.0, "max_tokens": 5}
+    assert chat_client._body(payload) == json.dumps(payload).encode("ascii")
+    assert messages[1]["content"][0]["image_url"]["url"].startswith("data:image/jpeg;base64,")  # untouched

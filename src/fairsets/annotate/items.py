@@ -20,8 +20,8 @@ about kept boxes. This module is what they share:
   Folders whose images table has no ``sha256`` (:func:`source_sha256` gives None) are rendered
   every time. Entries are small files written atomically under the folder given (``annotate vote``
   uses ``chat-cache/views``); a lost entry only costs a render. :func:`keep_view` /
-  :func:`kept_view` store a few views' bytes there too, by digest (the vote report's examples), so
-  a re-run need not render those either.
+  :func:`kept_view` store a few views (or smaller copies) there too, by digest: the vote report's
+  examples, so that a re-run renders none of those either.
 """
 
 from __future__ import annotations
@@ -293,27 +293,26 @@ def remember_view(
     return digest
 
 
-def keep_view(index: str | os.PathLike[str], jpeg: bytes) -> str:
-    """Store ``jpeg`` in ``index`` under its SHA-256 (returned), for :func:`kept_view`."""
+def keep_view(index: str | os.PathLike[str], digest: str, data: bytes) -> None:
+    """Store ``data`` (the view whose SHA-256 is ``digest``, or a smaller copy of it) in ``index``."""
     import hashlib
 
     from fairsets.fetch.cache import DiskCache
 
-    digest = hashlib.sha256(jpeg).hexdigest()
-    store = DiskCache(index, namespace="jpeg")
-    path = store.path(digest)
-    if path is not None and not path.is_file():
-        store.put(digest, bytes(jpeg))
-    return digest
+    if _is_sha256(digest):
+        DiskCache(index, namespace="kept").put(digest, hashlib.sha256(data).hexdigest().encode() + data)
 
 
 def kept_view(index: str | os.PathLike[str], digest: str | None) -> bytes | None:
-    """The view :func:`keep_view` stored with this SHA-256; None if absent or damaged."""
+    """What :func:`keep_view` stored for the view ``digest``; None if nothing or damaged."""
     import hashlib
 
     from fairsets.fetch.cache import DiskCache
 
     if not digest or not _is_sha256(digest):
         return None
-    data = DiskCache(index, namespace="jpeg").get(digest)
-    return data if data is not None and hashlib.sha256(data).hexdigest() == digest else None
+    raw = DiskCache(index, namespace="kept").get(digest)
+    if raw is None or len(raw) < 64:
+        return None
+    data = raw[64:]
+    return data if hashlib.sha256(data).hexdigest().encode() == raw[:64] else None

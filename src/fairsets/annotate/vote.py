@@ -369,6 +369,7 @@ class _Asked:
     rows: dict[str, list[dict[str, Any]]]
     counters: dict[str, Counter[str]]
     rejected: dict[str, str] = field(default_factory=dict)
+    sources: dict[tuple[str, str], str | None] = field(default_factory=dict)
     rendered: int = 0
 
 
@@ -399,7 +400,7 @@ def _ask_all(
     lock = threading.Lock()
     asked = _Asked(rows={n: [] for n in names}, counters={n: Counter[str]() for n in names})
     index = chat_cache_dir(folder) / "views"
-    sources = source_sha256(folder, items)
+    sources = asked.sources = source_sha256(folder, items)
     models = {name: endpoints[name].model for name in names}
 
     def record(name: str, item: BoxItem, question: Any, result: ChatResult) -> None:
@@ -512,15 +513,33 @@ def _ask_all(
 # --------------------------------------------------------------------------- the vote
 
 
+def _sheet_copy(jpeg: bytes) -> bytes:
+    """``jpeg`` at the report's thumbnail size (JPEG quality 95): all the contact sheet shows."""
+    import io
+
+    from PIL import Image
+
+    from .vote_report import THUMB_SIDE
+
+    with Image.open(io.BytesIO(jpeg)) as im:
+        im = im.convert("RGB")
+        im.thumbnail((THUMB_SIDE, THUMB_SIDE), Image.Resampling.LANCZOS)
+        buf = io.BytesIO()
+        im.save(buf, format="JPEG", quality=95)
+    return buf.getvalue()
+
+
 def _example_views(
-    folder: Path, wanted: Sequence[BoxItem], view_kwargs: Mapping[str, Any]
+    folder: Path, wanted: Sequence[BoxItem], view_kwargs: Mapping[str, Any], sources: Mapping[Any, str | None]
 ) -> dict[str, bytes]:
-    """The report's example views: kept in the view index by a run that rendered them (so a re-run
-    renders nothing), rendered (and kept) otherwise; ``b""`` for a box whose image is gone."""
-    from .items import keep_view, kept_view, source_sha256, view_digest, views
+    """The report's example views at thumbnail size: kept in the view index by the run that first
+    rendered them (so a re-run renders nothing), else rendered and kept; ``b""`` for a box whose
+    image is gone."""
+    import hashlib
+
+    from .items import keep_view, kept_view, view_digest, views
 
     index = chat_cache_dir(folder) / "views"
-    sources = source_sha256(folder, wanted)
     shown: dict[str, bytes] = {}
     missing: list[BoxItem] = []
     for it in wanted:
@@ -531,10 +550,13 @@ def _example_views(
         else:
             shown[it.item] = data
     for it, jpeg, _ in views(folder, missing, **view_kwargs):
-        if jpeg is not None:
-            remember_view(index, it, sources.get((it.shard, it.key)), jpeg, **view_kwargs)
-            keep_view(index, jpeg)
-        shown[it.item] = jpeg or b""
+        if jpeg is None:
+            shown[it.item] = b""
+            continue
+        small = _sheet_copy(jpeg)
+        remember_view(index, it, sources.get((it.shard, it.key)), jpeg, **view_kwargs)
+        keep_view(index, hashlib.sha256(jpeg).hexdigest(), small)
+        shown[it.item] = small
     return shown
 
 
@@ -749,7 +771,7 @@ def vote_boxes(
     row_of = {item_id(r["shard"], r["key"], r["box_id"]): r for r in result.rows}
     wanted = [item_of[i] for i in sorted(set(agreed_ids) | set(disputed_ids))]
     wanted.sort(key=lambda it: (it.shard, it.key, it.box_id))
-    shown = _example_views(folder, wanted, view_kwargs)
+    shown = _example_views(folder, wanted, view_kwargs, asked.sources)
 
     def example(item: str) -> Example:
         votes = {r["annotator"]: r["label"] or r["status"] for r in by_item[item]}

@@ -13,6 +13,10 @@ with it has the cache key of the same request with the image's bytes, so a calle
 the SHA-256 of a JPEG it sent can find the answer (:meth:`~fairsets.fetch.chat.ChatClient.lookup`)
 without making the JPEG again. Such a request is only for looking up: the client refuses to send
 it (:func:`has_digest_image`).
+
+The last :data:`RECENT_IMAGES` images made into parts are remembered with their data URL and
+digest, so the same JPEG asked of several models (``annotate vote`` shows one view to every
+annotator) is encoded once, and no cache key decodes a URL this module made.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import base64
 import binascii
 import hashlib
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,6 +42,30 @@ __all__ = [
 
 Message = dict[str, Any]
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+#: Images whose data URL and digest are remembered (a few MB of JPEG views at most).
+RECENT_IMAGES = 64
+_recent_lock = threading.Lock()
+_recent_parts: OrderedDict[tuple[str, bytes], str] = OrderedDict()  # (mime, bytes) → data URL
+_recent_digests: dict[str, str] = {}  # data URL → "sha256:<hex>"
+
+
+def _data_url(data: bytes, mime: str) -> str:
+    key = (mime, data)
+    with _recent_lock:
+        url = _recent_parts.get(key)
+        if url is not None:
+            _recent_parts.move_to_end(key)
+            return url
+    encoded = base64.b64encode(data).decode("ascii")
+    url = f"data:{mime};base64,{encoded}"
+    digest = f"sha256:{hashlib.sha256(data).hexdigest()}"
+    with _recent_lock:
+        _recent_parts[key] = url
+        _recent_digests[url] = digest
+        while len(_recent_parts) > RECENT_IMAGES:
+            _, old = _recent_parts.popitem(last=False)
+            _recent_digests.pop(old, None)
+    return url
 
 
 def text_part(text: str) -> dict[str, Any]:
@@ -47,8 +77,7 @@ def image_part(data: bytes, mime: str = "image/jpeg") -> dict[str, Any]:
     """An image content part carrying ``data`` (encoded image bytes) as a base64 data URL."""
     if not isinstance(data, (bytes, bytearray)) or not data:
         raise ValueError("an image part needs the encoded image bytes (e.g. a JPEG), not an empty value")
-    encoded = base64.b64encode(bytes(data)).decode("ascii")
-    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{encoded}"}}
+    return {"type": "image_url", "image_url": {"url": _data_url(bytes(data), mime)}}
 
 
 def image_digest_part(sha256_hex: str) -> dict[str, Any]:
@@ -95,6 +124,10 @@ def user(text: str, images: Iterable[bytes | dict[str, Any]] = ()) -> Message:
 
 
 def _digest_data_url(url: str) -> str:
+    with _recent_lock:
+        known = _recent_digests.get(url)
+    if known is not None:
+        return known
     head, sep, payload = url.partition(",")
     if not (sep and head.startswith("data:") and head.endswith(";base64")):
         return url
