@@ -183,6 +183,17 @@ def serve(k: int, delay: float) -> None:
             srv.stop()
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; None elsewhere)."""
+    import os
+
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Servers:
     """:func:`serve` in a child process, so that answering costs the measured process nothing."""
 
@@ -279,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                 )  # fmt: skip
 
             profiles = ThreadProfiles() if args.profile else None
+            serve0 = cpu_seconds(servers.proc.pid)
             cpu0, t0 = time.process_time(), time.monotonic()
             if profiles:
                 with profiles:
@@ -286,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 live = vote("live.csv")
             live_s, live_cpu = time.monotonic() - t0, time.process_time() - cpu0
+            serve1 = cpu_seconds(servers.proc.pid)
+            serve_cpu = serve1 - serve0 if serve0 is not None and serve1 is not None else None
             seen = servers.seen()
             rates = []
             for hits, times, peak in seen:
@@ -319,6 +333,13 @@ def main(argv: list[str] | None = None) -> int:
         f"2. live vote: {live_s:.2f}s wall, {live_cpu:.2f}s CPU; requests_sent {live.requests_sent}, "
         f"cache_hits {live.cache_hits}, kept {live.kept}"
     )
+    if serve_cpu is not None:
+        import os
+
+        print(
+            f"   the annotators' process: {serve_cpu:.2f}s CPU; both processes "
+            f"{(live_cpu + serve_cpu) / live_s:.2f} of the {os.cpu_count()} cores busy"
+        )
     worst = min(rate for rate, *_ in rates) / ideal
     for i, (rate, steady, peak, first, gaps) in enumerate(rates):
         print(
