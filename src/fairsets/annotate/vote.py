@@ -25,9 +25,12 @@ question about a sample of kept person boxes, and only the labels they agree on 
 the crop; ``view="redbox"``: the whole image with the box framed in red, as captioners see it) and
 each annotator is asked its own question
 (:func:`~fairsets.annotate.vote_prompts.build_question`, options shuffled per annotator and box
-from the seed). All annotators are asked at the same time, one
-:class:`~fairsets.fetch.chat.ChatClient` each, every answer cached in
-:func:`~fairsets.annotate.chat_requests.chat_cache_dir` as it arrives. Each answer gets a status:
+from the seed). Each view is rendered once, by one thread, and handed to every annotator through
+a bounded buffer; each annotator streams its questions through its own
+:class:`~fairsets.fetch.chat.ChatClient` (:meth:`~fairsets.fetch.chat.ChatClient.stream`:
+``max_concurrency`` requests in flight all the time, no rounds), at its own pace, every answer
+cached in :func:`~fairsets.annotate.chat_requests.chat_cache_dir` as it arrives. Each answer gets
+a status:
 
 * ``ok``: :func:`~fairsets.annotate.vote_prompts.parse_answer` read one option letter;
 * ``invalid``: the reply is not one clear letter (the raw text is kept, never guessed);
@@ -60,7 +63,14 @@ requests again, every other answer coming from the cache.
 * ``<stem>.report.html``: :func:`fairsets.annotate.vote_report.write_vote_report` with up to 24
   agreed and 24 disputed boxes, chosen by the seed.
 
-A re-run is resumable: kill it and run it again, and every answered request comes from the cache.
+**Re-runs.** A re-run is resumable: kill it and run it again, and every answered request comes
+from the cache. It renders only what it must: each rendered view's SHA-256 is recorded in the view
+index (:func:`fairsets.annotate.items.remember_view`, in ``chat-cache/views``) under the image's
+SHA-256 from ``images/{shard}.parquet``, the box, the view settings and the renderer version; a
+box whose every answer is found by that digest (:meth:`~fairsets.fetch.chat.ChatClient.lookup`
+with :func:`~fairsets.fetch.chat.image_digest_part`) is not rendered at all, and the report's
+examples are kept there at thumbnail size. A folder whose images table has no ``sha256`` is
+rendered every time.
 The outputs hold no time: a re-run whose answers all come from the cache writes the same VOTES
 file, and two such re-runs write byte-identical files (only ``cached`` and the run's request
 counters differ from the run that asked the servers).
