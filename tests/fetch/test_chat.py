@@ -404,3 +404,19 @@ def test_request_bodies_are_the_json_of_the_request() -> None:
     payload = {"model": "m", "messages": messages, "temperature": 0.0, "max_tokens": 5}
     assert chat_client._body(payload) == json.dumps(payload).encode("ascii")
     assert messages[1]["content"][0]["image_url"]["url"].startswith("data:image/jpeg;base64,")  # untouched
+
+
+def test_an_oversized_answer_is_a_per_request_error(
+    srv: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that streams megabytes for a chat answer fails that request, not the batch or memory."""
+    import fairsets.fetch.chat.client as chat_client
+
+    monkeypatch.setattr(chat_client, "MAX_RESPONSE", 4000)
+    srv.respond = lambda body: Step(text="A" * 10_000) if last_user_text(body) == "q1" else None
+    batch = client(srv, tmp_path, max_retries=2).run(reqs(3))
+    assert [r.ok for r in batch.results] == [True, False, True]
+    assert (
+        batch.results[1].error.startswith("invalid response: response larger than 4000 bytes")
+        and batch.requests_sent == 3
+    )

@@ -52,8 +52,11 @@ def chat_cache_dir(ann: str | os.PathLike[str]) -> Path:
     return Path(ann) / layout.WORKDIR / "chat-cache"
 
 
-def vote_request(question: Question, jpeg: bytes, *, max_tokens: int = VOTE_MAX_TOKENS) -> ChatRequest:
-    """One multiple-choice question about one box view (temperature 0)."""
+def vote_request(
+    question: Question, jpeg: bytes | dict[str, Any], *, max_tokens: int = VOTE_MAX_TOKENS
+) -> ChatRequest:
+    """One multiple-choice question about one box view (temperature 0); ``jpeg`` is the view, or an image
+    part standing for it (:func:`fairsets.fetch.chat.image_digest_part`, for a cache look-up)."""
     return ChatRequest([user(question.text, images=[jpeg])], temperature=0.0, max_tokens=max_tokens)
 
 

@@ -122,6 +122,9 @@ __all__ = [
 FAILED = "failed"
 #: Relaxed rules by attribute when none is given.
 DEFAULT_RELAX: dict[str, dict[str, int]] = {"gender": {"mixed": 2}, "race": {}}
+#: The longest raw answer stored (characters): the first and last half are kept, so both a letter
+#: and the answer after a long reasoning block survive.
+MAX_ANSWER_CHARS = 4000
 #: Agreed and disputed examples on the report page, each at most.
 EXAMPLES = 24
 _LABEL_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".ndjson")
@@ -300,8 +303,16 @@ def _answer_row(
     )
     if result.error is not None:
         refused = result.refusal is not None or result.error.startswith("refused")
-        row.update(status=REFUSED if refused else FAILED, error=result.error, answer=result.refusal)
+        row.update(status=REFUSED if refused else FAILED, error=result.error, answer=_kept(result.refusal))
     return row
+
+
+def _kept(text: str | None) -> str | None:
+    """The raw answer as stored: at most :data:`MAX_ANSWER_CHARS`, its middle cut with a marker."""
+    if text is None or len(text) <= MAX_ANSWER_CHARS:
+        return text
+    half = MAX_ANSWER_CHARS // 2
+    return f"{text[:half]} … [{len(text) - 2 * half} characters not stored] … {text[-half:]}"
 
 
 def _read(row: dict[str, Any], result: ChatResult, question: Any) -> None:
@@ -309,7 +320,7 @@ def _read(row: dict[str, Any], result: ChatResult, question: Any) -> None:
     if result.error is not None:
         return
     label, status = parse_answer(result.text, question)
-    row.update(status=status, label=label, answer=result.text, error=None)
+    row.update(status=status, label=label, answer=_kept(result.text), error=None)
 
 
 class _Fanout:
@@ -430,7 +441,7 @@ def _ask_all(
             image = image_digest_part(digest)
             for name in names:
                 question = build_question(attribute, it.item, seed, annotator=name)
-                hit = clients[name].lookup(vote_request(question, image))  # type: ignore[arg-type]
+                hit = clients[name].lookup(vote_request(question, image))
                 if hit is None:
                     break
                 found.append((name, question, hit))

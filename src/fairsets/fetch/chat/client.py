@@ -86,6 +86,8 @@ from .messages import Message, cache_form, has_digest_image
 __all__ = ["ChatBatch", "ChatClient", "ChatRequest", "ChatResult", "ChatServiceError", "ChatStream"]
 
 log = logging.getLogger(__name__)
+#: The largest response body read (a chat answer is a few kB; more is a broken or hostile server).
+MAX_RESPONSE = 16_000_000
 _FATAL = frozenset({401, 403, 404, 405})
 _STORED = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "error", "refusal")
 
@@ -562,7 +564,7 @@ class ChatClient:
             req.add_unredirected_header("Authorization", f"Bearer {key}")
         try:
             with self._opener.open(req, timeout=self.endpoint.timeout) as resp:
-                raw = resp.read()
+                raw = resp.read(MAX_RESPONSE + 1)  # bounded: a server streaming without end
         except urllib.error.HTTPError as exc:
             try:
                 detail = mask(_detail(exc.read()))
@@ -593,6 +595,8 @@ class ChatClient:
             if unreachable(exc):
                 raise _Unreachable(f"cannot connect to {where}: {type(exc).__name__}") from None
             raise _NoResponse(f"connection to {where} failed: {type(exc).__name__}") from None
+        if len(raw) > MAX_RESPONSE:
+            raise _Bad(f"response larger than {MAX_RESPONSE} bytes (no chat answer is); not read further")
         try:
             return _parse(raw)
         except _Bad as exc:
