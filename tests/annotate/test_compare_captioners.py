@@ -10,6 +10,7 @@ shown first, which position it chose, how many replies were unusable.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import math
@@ -234,18 +235,11 @@ def test_invalid_replies_are_left_out_and_a_failed_caption_skips_its_box(ann: Pa
     with Model("x", "long") as x, Model("y") as y, Model("z", judge=moody) as z:
         y.fail.add(vh)
         toml = write_toml(tmp_path / "annotators.toml", x, y, z)
-        got = compare_captioners(
-            folder,
-            toml,
-            a="x",
-            b="y",
-            judge="z",
-            n=12,
-            seed=1,
-            out=tmp_path / "out",
-            max_retries=1,
-            backoff=0.01,
-        )
+        compare = functools.partial(
+            compare_captioners, folder, toml, a="x", b="y", judge="z", n=12, seed=1,
+            out=tmp_path / "out", max_retries=1, backoff=0.01,
+        )  # fmt: skip
+        got = compare()
         invalid = sum(reply.startswith("Both") for *_, reply in z.judged)
         wins = sum(
             long_won(x, one, two, reply) for _, one, two, reply in z.judged if not reply.startswith("Both")
@@ -268,18 +262,7 @@ def test_invalid_replies_are_left_out_and_a_failed_caption_skips_its_box(ann: Pa
         # errors are not cached: once the captioner is healthy, a re-run asks only for what is missing
         y.fail.clear()
         sent = (x.server.hits, y.server.hits, z.server.hits)
-        again = compare_captioners(
-            folder,
-            toml,
-            a="x",
-            b="y",
-            judge="z",
-            n=12,
-            seed=1,
-            out=tmp_path / "out",
-            max_retries=1,
-            backoff=0.01,
-        )
+        again = compare()
         assert (x.server.hits, y.server.hits, z.server.hits) == (sent[0], sent[1] + 1, sent[2] + 1)
         assert again["skipped"]["total"] == 0 and again["n_judged"] == 12 and again["written"]
 
