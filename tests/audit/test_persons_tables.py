@@ -39,6 +39,8 @@ def test_image_gender_rule_and_counts(tmp_path: Path) -> None:
     )
     assert row.fetchone() == (3, 2, 0, 1, ["white"])
     assert not has_captions(tmp_path / "ann")
+    races = con.execute("SELECT races FROM person_images WHERE caption = 'img 0'").fetchone()[0]
+    assert races == []  # no labelled race: an empty list, not NULL
 
 
 def test_person_captions_carry_their_box_labels(tmp_path: Path) -> None:

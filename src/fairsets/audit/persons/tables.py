@@ -3,7 +3,8 @@
 :func:`connect` opens an in-memory DuckDB connection with these views (lazy: DuckDB streams the
 Parquet files when a query runs, so 10 M rows never sit in memory as a table):
 
-* ``boxes`` — every **kept** box (``kept = true``) of a finished shard: ``shard, key, box_id,
+* ``boxes`` — every **kept** box (``kept = true``) of a finished shard (``annotate persons`` writes
+  boxes only for ``ok`` images): ``shard, key, box_id,
   area_frac, image_w, image_h`` and, for each attribute the folder has labels for,
   ``perceived_{attr}`` (NULL when the box could not be labelled);
 * ``images`` — every ``ok`` image: ``shard, key, caption`` (the alt-text), ``n_boxes``, ``n_kept``;
@@ -131,7 +132,8 @@ def connect(
         f"count(*) FILTER (WHERE perceived_gender = '{label}')" if has_gender else "0"
     )
     races = (
-        "list_sort(list_distinct(list(perceived_race) FILTER (WHERE perceived_race IS NOT NULL)))"
+        "coalesce(list_sort(list_distinct(list(perceived_race) FILTER (WHERE perceived_race IS NOT NULL))), "
+        "[]::VARCHAR[])"
         if has_race
         else "[]::VARCHAR[]"
     )
