@@ -171,6 +171,21 @@ def test_category_pattern_words_and_plurals(category, alt, hit):
     assert got.fetchone()[0] is hit
 
 
+def test_data_bias_finds_every_plural_form(tmp_path):
+    """The fast substring pre-test must never hide a match the regular expression would find."""
+    plan = {
+        "person": "Two PEOPLE", "child": "children playing", "wife": "the wives", "thief": "thieves",
+        "fisherman": "Fishermen at dawn", "secretary": "SECRETARIES", "police officer": "police-officers",
+        "coach": "coaches", "make-up artist": "Make Up Artists", "CEO": "our ceos",
+    }  # fmt: skip
+    specs = [ImageSpec(boxes=[F if i % 2 else M], alt=alt) for i, alt in enumerate(plan.values())]
+    out = transfer.data_bias(
+        tables.connect(write_person_tables(tmp_path / "a", specs)), list(plan), min_count=1
+    )
+    assert out["dropped"] == []
+    assert [(r["category"], r["n"]) for r in out["categories"]] == [(c, 1) for c in plan]
+
+
 def test_data_bias_bad_input(tmp_path):
     ann = write_person_tables(tmp_path / "ann", [ImageSpec(boxes=[F], alt="a nurse")])
     con = tables.connect(ann)
