@@ -1,0 +1,425 @@
+"""`fairsets audit transfer` end to end on a planted annotation folder with real shard images.
+
+The folder (:func:`person_tables.write_person_tables`) plants, per category, known numbers of
+female-only and male-only images whose alt-text names it (plus images that must not count: mixed
+ones, ``nursery``, unclear ones); tar shards beside it hold an image for every key, whose person box
+is painted warm for women and cool for men, so the probe crops are cut, embedded (random-weight
+CLIP, ``--pretrained none``) and cached for real. Every number is checked against a computation
+written here: the counts from the plan, the probe sample from MD5s, ``d(c)`` with numpy from the
+cached embeddings, the relations with numpy, the generated shares from the files written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import shutil
+import subprocess
+import tarfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from person_tables import ImageSpec, write_person_tables
+from PIL import Image
+from typer.testing import CliRunner
+
+from fairsets.cli import app
+
+runner = CliRunner()
+
+#: category → (female-only images, male-only images) naming it.
+PLAN = {
+    "nurse": (70, 30),
+    "engineer": (12, 88),
+    "teacher": (55, 60),
+    "pilot": (25, 80),
+    "baker": (3, 2),  # dropped by --min-count 100
+}
+CATEGORIES_TOML = """# test categories
+[occupations]
+categories = ["nurse", "engineer", "teacher"]
+
+[more]
+categories = ["pilot", "baker", "astronaut"]
+"""
+W, H = 640, 480
+AREA = 0.05
+SIDE = int((AREA * W * H) ** 0.5)
+
+
+def _specs() -> list[ImageSpec]:
+    specs = []
+    for cat, (f, m) in PLAN.items():
+        for i in range(f):
+            alt = f"Portrait of a {cat} at work" if i % 2 else f"two {cat}s smiling"
+            specs.append(ImageSpec(boxes=[("female", "white", AREA), ("unclear", None, 0.02)], alt=alt))
+        for _ in range(m):
+            specs.append(ImageSpec(boxes=[("male", "black", AREA)], alt=f"the {cat.upper()} of the year"))
+    # must not count: mixed images, a word that only contains the category, unclear-only images
+    specs += [ImageSpec(boxes=[("female", None, AREA), ("male", None, AREA)], alt="nurse and engineer")] * 9
+    specs += [ImageSpec(boxes=[("female", None, AREA)], alt="a nursery school")] * 7
+    specs += [ImageSpec(boxes=[("unclear", None, AREA)], alt="a pilot")] * 5
+    specs += [ImageSpec(boxes=[("female", None, AREA)], alt=None)] * 3
+    return specs
+
+
+def _jpeg(colour: tuple[int, int, int], side: int) -> bytes:
+    arr = np.full((H, W, 3), 235, np.uint8)
+    arr[:side, :side] = colour
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def _write_shards(ann: Path) -> dict[str, str]:
+    """A tar per shard at the manifest's paths, an image per key; returns item → gender of kept boxes."""
+    import pyarrow.parquet as pq
+
+    manifest = json.loads((ann / "manifest.json").read_text())
+    genders = {}
+    for ref in manifest["inputs"]:
+        shard = ref["name"]
+        boxes = pq.read_table(ann / "boxes" / f"{shard}.parquet").to_pylist()
+        attrs = {
+            (r["key"], r["box_id"]): r["perceived_gender"]
+            for r in pq.read_table(ann / "attributes" / "gender" / f"{shard}.parquet").to_pylist()
+        }
+        with tarfile.open(ref["path"], "w", format=tarfile.PAX_FORMAT) as tf:
+            for n, key in enumerate(dict.fromkeys(b["key"] for b in boxes)):
+                g = attrs.get((key, 0))
+                tint = (n * 7) % 40
+                colour = (220, 60 + tint, 40) if g == "female" else (30, 60 + tint, 210)
+                for ext, data in (("jpg", _jpeg(colour, SIDE)), ("txt", b"alt")):
+                    info = tarfile.TarInfo(f"{key}.{ext}")
+                    info.size, info.mtime = len(data), 1_700_000_000
+                    tf.addfile(info, io.BytesIO(data))
+        for b in boxes:
+            g = attrs.get((b["key"], b["box_id"]))
+            if b["kept"] and g in ("female", "male"):
+                genders[f"{shard}/{b['key']}/{b['box_id']}"] = g
+    return genders
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    base = tmp_path_factory.mktemp("transfer")
+    ann = write_person_tables(base / "ann", _specs(), shard_size=200)
+    genders = _write_shards(ann)
+    cats = base / "cats.toml"
+    cats.write_text(CATEGORIES_TOML)
+    return base, ann, cats, genders
+
+
+def _solid(colour, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (64, 64), colour).save(path)
+
+
+RED, BLUE = (220, 30, 30), (30, 30, 220)
+#: category folder → (red images, blue images); the head says red = female, blue = male.
+GEN = {"Nurse": (7, 3), "engineer": (2, 8), "teacher": (5, 5), "pilot": (1, 9)}
+
+
+@pytest.fixture(scope="module")
+def gender_head(planted, clip_vlm):
+    from fairsets.annotate.heads import Head, write_head
+
+    base = planted[0]
+    e = np.asarray(clip_vlm.embed_images([Image.new("RGB", (64, 64), RED), Image.new("RGB", (64, 64), BLUE)]))
+    e = e / np.linalg.norm(e, axis=1, keepdims=True)
+    w = e[0] - e[1]
+    head = Head("gender", ["female", "male"], "ViT-B-32", "none", np.stack([w / 2, -w / 2]), np.zeros(2))
+    write_head(base / "gender-head.npz", head)
+    return base / "gender-head.npz"
+
+
+@pytest.fixture(scope="module")
+def generated(planted):
+    root = planted[0] / "generated"
+    for folder, (red, blue) in GEN.items():
+        for i in range(red):
+            _solid(RED, root / folder / f"r{i:02d}.png")
+        for i in range(blue):
+            _solid(BLUE, root / folder / f"b{i:02d}.png")
+    (root / "teacher" / "broken.png").write_bytes(b"not a png")
+    return root
+
+
+def _args(ann, cats, out, *extra):
+    return ["audit", "transfer", str(ann), "--categories", str(cats), "--model", "ViT-B-32",
+            "--pretrained", "none", "--min-count", "100", "--max-probe", "20", "--seed", "3",
+            "--out", str(out), "-q", *extra]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def audited(planted, gender_head, generated, clip_vlm):
+    base, ann, cats, _ = planted
+    out = base / "out"
+    extra = ["--generated", str(generated), "--gender-head", str(gender_head)]
+    result = runner.invoke(app, _args(ann, cats, out, *extra))
+    assert result.exit_code == 0, result.output
+    return out, json.loads((out / "transfer.json").read_text())
+
+
+def test_data_bias_counts_match_the_plan(audited):
+    _, doc = audited
+    assert doc["schema"] == "fairsets.audit.transfer/1"
+    data = doc["data_bias"]
+    kept = {r["category"]: r for r in data["categories"]}
+    assert list(kept) == ["nurse", "engineer", "teacher", "pilot"]  # the file's order
+    for cat, row in kept.items():
+        f, m = PLAN[cat]
+        assert (row["female"], row["male"], row["n"]) == (f, m, f + m)
+        assert row["bias"] == pytest.approx((f - m) / (f + m))
+        assert row["share_female"] == pytest.approx(f / (f + m))
+    dropped = {r["category"]: (r["female"], r["male"]) for r in data["dropped"]}
+    assert dropped == {"baker": PLAN["baker"], "astronaut": (0, 0)}
+    single = sum(f + m for f, m in PLAN.values()) + 7  # + the nursery images (female, with alt-text)
+    assert data["n_single_gender"] == single
+    s = doc["settings"]
+    assert (
+        s["categories"] == "cats.toml"
+        and s["min_count"] == 100
+        and s["template"] == "a photo of {a} {category}"
+    )
+    assert s["model"] == "ViT-B-32" and s["pretrained"] == "none"
+    assert "/" not in json.dumps(s["categories"]) and doc["annotations"] == "ann"
+
+
+def test_probe_is_the_seeded_md5_sample(audited, planted):
+    _, doc = audited
+    genders = planted[3]
+    probe = doc["model_bias"]["probe"]
+    for g in ("female", "male"):
+        mine = sorted(
+            (it for it, lab in genders.items() if lab == g),
+            key=lambda it: (hashlib.md5(f"3/{it}".encode()).hexdigest(), it),
+        )[:20]
+        assert sorted(probe["items"][g]) == sorted(mine)
+        assert probe["available"][g] == sum(1 for lab in genders.values() if lab == g)
+        assert probe["used"][g] == 20
+    assert probe["rejected"] == []
+
+
+def test_model_bias_matches_numpy_on_the_cached_embeddings(audited, planted, clip_vlm):
+    from fairsets.models.embedding_cache import EmbeddingCache
+
+    _, doc = audited
+    ann = planted[1]
+    cache = EmbeddingCache.for_model(ann / ".fairsets" / "embeddings", clip_vlm)
+    vecs = {item: v for (item, _sha), v in cache.load_images().items()}
+    probe = doc["model_bias"]["probe"]
+    F = np.array([vecs[i] for i in probe["items"]["female"]], dtype=np.float64)
+    M = np.array([vecs[i] for i in probe["items"]["male"]], dtype=np.float64)
+    F /= np.linalg.norm(F, axis=1, keepdims=True)
+    M /= np.linalg.norm(M, axis=1, keepdims=True)
+    rows = doc["model_bias"]["categories"]
+    prompts = [r["prompt"] for r in rows]
+    assert prompts == [
+        "a photo of a nurse",
+        "a photo of an engineer",
+        "a photo of a teacher",
+        "a photo of a pilot",
+    ]
+    t = np.asarray(clip_vlm.embed_texts(prompts), dtype=np.float64)
+    t /= np.linalg.norm(t, axis=1, keepdims=True)
+    for j, r in enumerate(rows):
+        cf, cm = F @ t[j], M @ t[j]
+        allc = np.concatenate([cf, cm])
+        expected = (cf.mean() - cm.mean()) / np.sqrt(np.mean((allc - allc.mean()) ** 2))
+        assert r["d"] == pytest.approx(expected, rel=1e-4, abs=1e-6)
+    # the relation data → CLIP, by numpy
+    x = np.array([r["bias"] for r in doc["data_bias"]["categories"]])
+    y = np.array([r["d"] for r in rows])
+    rel = doc["relations"]["data_clip"]["relation"]
+    assert rel["n"] == 4 and rel["pearson_r"] == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-9)
+    slope, icept = np.polyfit(x, y, 1)
+    r2 = 1 - np.sum((y - slope * x - icept) ** 2) / np.sum((y - y.mean()) ** 2)
+    assert rel["r2"] == pytest.approx(r2, abs=1e-9)
+    assert [c["degree"] for c in rel["chebyshev"]] == [2]  # 4 points: degree 2 only (needs degree + 2)
+
+
+def test_generated_shares_and_relations(audited):
+    _, doc = audited
+    gen = doc["generated"]
+    rows = {r["category"]: r for r in gen["prompts"]}
+    assert set(rows) == {"nurse", "engineer", "teacher", "pilot"}
+    assert rows["nurse"]["prompt"] == "Nurse"
+    for folder, (red, blue) in GEN.items():
+        r = rows[folder.lower()]
+        assert (r["n"], r["female"], r["male"]) == (red + blue, red, blue)
+        assert r["share_female"] == pytest.approx(red / (red + blue))
+    assert gen["rejected"] == [
+        {"path": "teacher/broken.png", "reason": "unreadable image (UnidentifiedImageError)"}
+    ]
+    assert gen["gender_head"]["encoder"] == "ViT-B-32"
+    kept = doc["data_bias"]["categories"]
+    x = np.array([r["bias"] for r in kept])
+    share = np.array([rows[r["category"]]["share_female"] for r in kept])
+    rel = doc["relations"]["data_generated"]["relation"]
+    assert rel["pearson_r"] == pytest.approx(np.corrcoef(x, share)[0, 1], abs=1e-9)
+    d = np.array([r["d"] for r in doc["model_bias"]["categories"]])
+    rel2 = doc["relations"]["clip_generated"]["relation"]
+    assert rel2["pearson_r"] == pytest.approx(np.corrcoef(d, share)[0, 1], abs=1e-9)
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.srcs: list[str] = []
+        self.links: list[str] = []
+        self.cells: list[str] = []
+        self.tags: set[str] = set()
+        self._in_cell = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        a = dict(attrs)
+        if tag == "img":
+            self.srcs.append(a.get("src") or "")
+        for name in ("href", "src"):
+            if a.get(name):
+                self.links.append(a[name])
+        self._in_cell = tag == "td"
+
+    def handle_endtag(self, tag):
+        self._in_cell = False
+
+    def handle_data(self, data):
+        if self._in_cell and data.strip():
+            self.cells.append(data.strip())
+
+
+def test_report_is_self_contained_with_every_table(audited):
+    out, doc = audited
+    assert (out / "scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = _Page()
+    page.feed((out / "report.html").read_text(encoding="utf-8"))
+    assert "script" not in page.tags and "link" not in page.tags
+    assert page.srcs and all(s.startswith("data:image/png;base64,") for s in page.srcs)
+    assert all(link.startswith("data:") for link in page.links)
+    for cat in ("nurse", "engineer", "teacher", "pilot", "baker", "astronaut"):
+        assert cat in page.cells, cat
+    for r in doc["data_bias"]["categories"]:
+        assert f"{r['bias']:.3f}" in page.cells
+    rel = doc["relations"]["data_clip"]["relation"]
+    assert f"{rel['r2']:.3f}" in page.cells and f"{rel['pearson_r']:.3f}" in page.cells
+
+
+def test_report_renders_in_headless_chromium(audited, tmp_path):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("no headless Chromium on this machine (the report is checked by parsing above)")
+    out, _ = audited
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--screenshot={shot}",
+         "--window-size=1200,2400", (out / "report.html").as_uri()],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    arr = np.asarray(Image.open(shot).convert("RGB"))
+    assert arr.std() > 5  # text, tables and plots drew
+
+
+def test_rerun_reuses_the_embedding_cache(audited, planted):
+    base, ann, cats, _ = planted
+    first = audited[1]["model_bias"]["probe"]
+    parts = sorted((ann / ".fairsets" / "embeddings").rglob("part-*.parquet"))
+    assert parts and first["computed"] == 40
+    out = base / "again"
+    result = runner.invoke(app, _args(ann, cats, out))
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "transfer.json").read_text())
+    assert doc["model_bias"]["probe"]["computed"] == 0
+    assert sorted((ann / ".fairsets" / "embeddings").rglob("part-*.parquet")) == parts
+    assert [r["d"] for r in doc["model_bias"]["categories"]] == [
+        r["d"] for r in audited[1]["model_bias"]["categories"]
+    ]
+    assert doc["generated"] is None and set(doc["relations"]) == {"data_clip"}
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Any model load fails loudly: the errors below must come before one."""
+    import fairsets.models
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(fairsets.models, "load_vlm", boom)
+
+
+def _error(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+def test_errors_are_one_line_before_any_model_loads(planted, generated, gender_head, tmp_path, no_model):
+    _, ann, cats, _ = planted
+    out = tmp_path / "out"
+    assert "not an annotation folder" in _error(runner.invoke(app, _args(tmp_path / "missing", cats, out)))
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[jobs]\ncategories = []\n")
+    assert "non-empty list" in _error(runner.invoke(app, _args(ann, bad, out)))
+    assert "no such category file" in _error(runner.invoke(app, _args(ann, tmp_path / "none.toml", out)))
+    msg = _error(runner.invoke(app, _args(ann, cats, out, "--template", "a photo of {job}")))
+    assert "{category}" in msg
+    msg = _error(runner.invoke(app, _args(ann, cats, out, "--template", "a {category} {x}")))
+    assert "only {category} and {a}" in msg
+    msg = _error(runner.invoke(app, _args(ann, cats, out, "--generated", str(generated))))
+    assert "--gender-head" in msg
+    wrong = tmp_path / "gen"
+    _solid(RED, wrong / "astronauts" / "a.png")
+    msg = _error(
+        runner.invoke(
+            app, _args(ann, cats, out, "--generated", str(wrong), "--gender-head", str(gender_head))
+        )
+    )
+    assert "'astronauts' is named after no category" in msg
+    (wrong / "astronauts").rename(wrong / "pilot")
+    (wrong / "pilot" / "a.png").rename(wrong / "pilot" / "a.txt")
+    msg = _error(
+        runner.invoke(
+            app, _args(ann, cats, out, "--generated", str(wrong), "--gender-head", str(gender_head))
+        )
+    )
+    assert "holds no image" in msg
+    not_head = tmp_path / "head.npz"
+    not_head.write_bytes(b"nope")
+    msg = _error(
+        runner.invoke(
+            app, _args(ann, cats, out, "--generated", str(generated), "--gender-head", str(not_head))
+        )
+    )
+    assert "head" in msg
+    unlabelled = write_person_tables(tmp_path / "nolabels", _specs()[:10], shard_size=200)
+    shutil.rmtree(unlabelled / "attributes" / "gender")
+    assert "no gender labels" in _error(runner.invoke(app, _args(unlabelled, cats, out)))
+    assert "no gender labels" in _error(runner.invoke(app, _args(ann, cats, out, "--probe", str(unlabelled))))
+    assert "neither an annotation folder" in _error(
+        runner.invoke(app, _args(ann, cats, out, "--probe", str(tmp_path)))
+    )
+    assert not out.exists()
+
+
+def test_generate_refuses_without_cuda_or_diffusers(planted, gender_head, tmp_path, no_model):
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("diffusers") is not None and torch.cuda.is_available():
+        pytest.skip("diffusers and a CUDA device are both here: nothing to refuse")
+    _, ann, cats, _ = planted
+    msg = _error(runner.invoke(app, _args(ann, cats, tmp_path / "out", "--generate", "sd-model")))
+    assert "--generated" in msg
+    args = _args(ann, cats, tmp_path / "out", "--generate", "sd-model", "--generated", str(tmp_path / "gen"),
+                 "--gender-head", str(gender_head))  # fmt: skip
+    msg = _error(runner.invoke(app, args))
+    assert re.search(r"--generate needs (diffusers|a CUDA device)", msg), msg
+    assert not (tmp_path / "gen").exists()
