@@ -13,13 +13,17 @@ Every ``{{ value }}`` is data, escaped as one line of Markdown (:func:`fairsets.
 unless it is :class:`~fairsets.publish.card.Md` written here; a value the template needs that is
 missing (None, an undefined name) is an error, never the text "None". The result is checked by
 :func:`check_annotation_card` (the face card's checks, the gating fields, nothing unrendered).
+
+Audit blocks stored by ``fairsets card update`` (``audits``: Markdown written, escaped, by
+:mod:`fairsets.audit.persons.card`) go into a ``## Bias, risks and limitations`` section before
+the limitations of perceived labels; without any, the card has no such section.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -349,6 +353,7 @@ def render_card(
     template: str | os.PathLike[str] | None = None,
     *,
     out_dir: str | os.PathLike[str] | None = None,
+    audits: Sequence[str] = (),
 ) -> str:
     """Render the card of a prepared folder; raise ``ValueError`` naming any problem.
 
@@ -357,6 +362,9 @@ def render_card(
             its ``files``.
         template: Jinja2 template (default ``cards/person_annotations.md.j2``).
         out_dir: If given, each config's ``data_files`` glob must match a file under it.
+        audits: Audit blocks to show under ``## Bias, risks and limitations``, in this order
+            (Markdown already escaped, as ``fairsets card update`` stores them; see
+            :func:`fairsets.annotate.publish.read_card_blocks`); none: the card has no such section.
     """
     import jinja2
 
@@ -365,7 +373,12 @@ def render_card(
     path = Path(template) if template is not None else find_data_file("cards", TEMPLATE_NAME)
     env = card_environment(path, _strict_finalize)
     try:
-        text = env.get_template(path.name).render(**_context(manifest)).rstrip("\n") + "\n"
+        text = (
+            env.get_template(path.name)
+            .render(**_context(manifest), audits=Md("\n\n".join(b.strip("\n") for b in audits)))
+            .rstrip("\n")
+            + "\n"
+        )
     except jinja2.UndefinedError as e:
         raise ValueError(f"card: {e}") from None
     problems = check_annotation_card(text, out_dir)

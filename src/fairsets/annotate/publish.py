@@ -24,6 +24,15 @@ everything: an interrupted run, run again, reuses the finished shards and ends w
 bytes. A prepared folder whose files no longer match its manifest (edited after it was prepared)
 is refused, never silently uploaded nor overwritten.
 
+**Audit sections.** ``fairsets card update ANN --audit DIR`` (:mod:`fairsets.audit.persons.card`)
+stores the Markdown block of an audit in the working folder, ``ANN/.fairsets/card/{id}.md``
+(:func:`write_card_block`), so that it survives re-preparation: :func:`prepare` renders every
+stored block, in file-name order, into the card's ``## Bias, risks and limitations`` section.
+When the folder is already prepared, :func:`refresh_prepared_card` renders the card again from the
+prepared manifest and the stored blocks and updates the manifest's ``README.md`` entry, so
+:func:`verify_prepared` still passes and the bytes are those a new :func:`prepare` writes. A block
+file is checked when read: one audit block between its two markers, nothing a card may not hold.
+
 :func:`publish_annotations` prepares, then uploads with :func:`fairsets.publish.hub.publish`
 (the same plan, verification, token handling and dry run as a built dataset).
 """
@@ -33,6 +42,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,13 +61,17 @@ __all__ = [
     "DEFAULT_LICENSE",
     "PUBLISHED_KIND",
     "Prepared",
+    "card_blocks_dir",
     "folder_kind",
     "is_annotation_folder",
     "prepare",
     "prepared_dir",
     "publish_annotations",
+    "read_card_blocks",
+    "refresh_prepared_card",
     "scrub_paths",
     "verify_prepared",
+    "write_card_block",
 ]
 
 logger = logging.getLogger(__name__)
@@ -67,6 +81,8 @@ PUBLISHED_KIND = "fairsets.person_annotations.published"
 #: The licence of the annotations when none is given: attribution, any use (a Hub licence id).
 DEFAULT_LICENSE = "cc-by-4.0"
 PUBLISH_DIR = "publish"
+CARD_DIR = "card"
+_BLOCK_MARK = re.compile(r"<!-- fairsets:audit:(?P<id>\S+) (?P<which>start|end) -->")
 _IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".tar", ".npz")
 
 
@@ -88,6 +104,141 @@ def is_annotation_folder(path: str | os.PathLike[str]) -> bool:
 def prepared_dir(ann: str | os.PathLike[str]) -> Path:
     """Where :func:`prepare` writes the publishable folder: ``ANN/.fairsets/publish``."""
     return Path(ann) / layout.WORKDIR / PUBLISH_DIR
+
+
+def card_blocks_dir(ann: str | os.PathLike[str]) -> Path:
+    """Where ``fairsets card update`` stores audit blocks for the card: ``ANN/.fairsets/card``."""
+    return Path(ann) / layout.WORKDIR / CARD_DIR
+
+
+def _block_file(block_id: str) -> str:
+    """The file name of block ``block_id``: ASCII letters, digits, ``._-`` kept, the rest %-encoded."""
+    out = []
+    for ch in block_id:
+        if (ch.isascii() and ch.isalnum()) or ch in "._-":
+            out.append(ch)
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
+    name = "".join(out)
+    return ("%2E" + name[1:] if name.startswith(".") else name) + ".md"
+
+
+def _block_problem(text: str) -> tuple[str | None, str | None]:
+    """``(block id, None)`` for one audit block between its markers, else ``(None, the problem)``."""
+    lines = text.strip("\n").split("\n")
+    first = _BLOCK_MARK.fullmatch(lines[0].strip())
+    if first is None or first.group("which") != "start":
+        return None, "does not start with an audit start marker"
+    ident = first.group("id")
+    if lines[-1].strip() != f"<!-- fairsets:audit:{ident} end -->" or len(lines) < 2:
+        return None, f"does not end with the end marker of {ident!r}"
+    if any(_BLOCK_MARK.search(line) for line in lines[1:-1]):
+        return None, "holds another audit marker inside the block"
+    for bad in ("{{", "}}", "{%", "%}", "{#", "#}"):
+        if bad in text:
+            return None, f"holds template syntax {bad!r}"
+    if "None" in text.split():
+        return None, "shows 'None' (a value is missing)"
+    return ident, None
+
+
+def write_card_block(ann: str | os.PathLike[str], block_id: str, block: str) -> Path:
+    """Store (atomically) the audit block ``block`` under ``block_id`` for the card of ``ann``.
+
+    The block must be one audit block whose markers carry ``block_id``; the same id replaces the
+    block stored before. Returns the file's path.
+
+    Raises:
+        ValueError: the block is not such a block.
+    """
+    ident, problem = _block_problem(block)
+    if problem is None and ident != block_id:
+        problem = f"carries the markers of {ident!r}, not {block_id!r}"
+    if problem is not None:
+        raise ValueError(f"audit block {block_id!r} {problem}")
+    path = card_blocks_dir(ann) / _block_file(block_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(path, block.strip("\n") + "\n")
+
+
+def read_card_blocks(ann: str | os.PathLike[str]) -> list[str]:
+    """The stored audit blocks of ``ann``, in file-name order (none: an empty list).
+
+    Raises:
+        AnnotationError: a block file is unreadable or not one audit block (the message names it).
+    """
+    folder = card_blocks_dir(ann)
+    if not folder.is_dir():
+        return []
+    blocks = []
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith(".") or path.suffix != ".md" or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise AnnotationError(
+                f"{path}: unreadable ({e}); delete it and run fairsets card update again"
+            ) from None
+        ident, problem = _block_problem(text)
+        if problem is None and path.name != _block_file(ident or ""):
+            problem = f"is the block of {ident!r}, which is stored as {_block_file(ident or '')}"
+        if problem is not None:
+            raise AnnotationError(
+                f"{path}: {problem}, so it cannot go into the card; delete it and run fairsets card "
+                "update again"
+            )
+        blocks.append(text.strip("\n"))
+    return blocks
+
+
+def _changed(out: Path, problems: list[str]) -> AnnotationError:
+    problems = sorted(problems)
+    more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+    return AnnotationError(
+        f"{out}: the prepared files were changed after they were prepared ({problems[0]}{more}); "
+        f"nothing was uploaded: delete {out} and run the command again"
+    )
+
+
+def refresh_prepared_card(ann: str | os.PathLike[str]) -> Path | None:
+    """Render the card of ``ann``'s prepared folder again with the stored audit blocks.
+
+    The card comes from the prepared manifest (as :func:`prepare` wrote it) and
+    :func:`read_card_blocks`; ``README.md`` is written atomically, then the manifest's entry for it.
+    Returns the card's path, or None when ``ann`` has no prepared folder.
+
+    Raises:
+        AnnotationError: the prepared folder was changed after it was prepared (nothing is
+            written), a stored block is unusable, or the card cannot be rendered.
+    """
+    out = prepared_dir(ann)
+    if not (out / MANIFEST).is_file():
+        return None
+    problems = verify_prepared(out)
+    if problems:
+        raise _changed(out, problems)
+    from fairsets.annotate.card import render_card
+
+    manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    try:
+        card = render_card(
+            {k: v for k, v in manifest.items() if k != "files"}, out_dir=out, audits=read_card_blocks(ann)
+        )
+    except AnnotationError:
+        raise
+    except ValueError as e:
+        raise AnnotationError(
+            f"{out}: the dataset card cannot be written ({' '.join(str(e).split())})"
+        ) from None
+    readme = out / "README.md"
+    if readme.read_text(encoding="utf-8") != card:
+        atomic_write_text(readme, card)
+    entry = file_entries(out, ["README.md"])
+    if manifest["files"].get("README.md") != entry["README.md"]:
+        manifest["files"].update(entry)
+        write_manifest(out / MANIFEST, manifest)
+    return readme
 
 
 @dataclass(frozen=True)
@@ -216,15 +367,12 @@ def prepare(
     if not shards:
         raise AnnotationError(f"{ann}: no shard was annotated; run fairsets annotate persons first")
     attrs = _attributes(source)
+    blocks = read_card_blocks(ann)  # a bad block file stops before any work
     out = prepared_dir(ann)
     if (out / MANIFEST).exists():
-        problems = sorted(verify_prepared(out))
+        problems = verify_prepared(out)
         if problems:
-            more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
-            raise AnnotationError(
-                f"{out}: the prepared files were changed after they were prepared ({problems[0]}{more}); "
-                f"nothing was uploaded: delete {out} and run the command again"
-            )
+            raise _changed(out, problems)
         (out / MANIFEST).unlink()  # the manifest is the completion marker: written again last
     out.mkdir(parents=True, exist_ok=True)
     remove_temps(out)
@@ -259,7 +407,7 @@ def prepare(
 
     manifest = {**_release_manifest(source, attrs, license, repo_id), "counts": counts}
     try:
-        card = render_card(manifest, out_dir=out)
+        card = render_card(manifest, out_dir=out, audits=blocks)
     except ValueError as e:  # a value the card must show is missing from the annotation manifest
         raise AnnotationError(
             f"{ann}: the dataset card cannot be written ({' '.join(str(e).split())}); run the annotate "

@@ -26,10 +26,20 @@ The README is written atomically; then, if the layout has a ``manifest.json``, i
 outside the dataset directory (files in the layout that the manifest does not list are reported by
 ``verify_layout``).
 
+**Persons audits.** ``update_card`` dispatches on the audit's ``schema`` and the folder's kind:
+a ``fairsets.audit.persons/1`` audit (``fairsets audit persons``) goes into the card of its
+annotation folder ``ANN`` (a ``manifest.json`` of kind ``fairsets.person_annotations``), through
+:func:`fairsets.audit.persons.card.update_annotation_card`: the block is stored in
+``ANN/.fairsets/card/`` so that every ``fairsets publish ANN`` renders it into the card it
+prepares, and an already prepared card is updated in place. A persons audit given to a face
+dataset, a VLM audit given to an annotation folder, or a prepared annotation folder
+(``ANN/.fairsets/publish``) given instead of ``ANN`` are refused with a one-line reason.
+
 API:
     * ``load_audit(audit_dir) -> dict`` — read and check ``audit.json``.
     * ``card_audit_section(audit) -> str`` — the Markdown block, markers included.
-    * ``update_card(dataset, audit_dir) -> Path`` — update ``README.md`` (+ manifest); returns its path.
+    * ``update_card(dataset, audit_dir) -> Path`` — update ``README.md`` (+ manifest); returns its path
+      (for an annotation folder: the prepared card, or the stored block when it is not prepared).
 """
 
 from __future__ import annotations
@@ -103,19 +113,15 @@ def _table(head: list[str], rows: list[list[str]], align: list[str]) -> list[str
     return lines
 
 
-def load_audit(audit_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read ``audit_dir/audit.json`` and check it.
-
-    Raises:
-        FileNotFoundError: if the file is missing.
-        ValueError: if it is not valid JSON or not a ``fairsets.audit.vlm/1`` audit.
-    """
-    from fairsets.audit.report import check_audit
-
+def _read_audit(audit_dir: str | os.PathLike[str], command: str = "vlm") -> tuple[Path, Any]:
+    """``(path, parsed JSON)`` of ``audit_dir/audit.json``; ``command`` names the audit the errors
+    suggest (``vlm`` or ``persons``)."""
     folder = Path(audit_dir)
     path = folder / AUDIT_FILE
+    target = "ANN" if command == "persons" else "DATASET"
     expected = (
-        f"the audit folder must be the folder written by `fairsets audit vlm --out` (it holds {AUDIT_FILE})"
+        f"the audit folder must be the folder written by `fairsets audit {command} --out` "
+        f"(it holds {AUDIT_FILE})"
     )
     if folder.is_file():
         raise FileNotFoundError(f"{folder} is a file, not an audit folder; {expected}")
@@ -124,16 +130,31 @@ def load_audit(audit_dir: str | os.PathLike[str]) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(
             f"{folder} holds no {AUDIT_FILE}, so it is not an audit folder; {expected}, "
-            f"e.g. `fairsets audit vlm DATASET --out {folder}`"
+            f"e.g. `fairsets audit {command} {target} --out {folder}`"
         )
     try:
-        audit = json.loads(path.read_text(encoding="utf-8"))
+        return path, json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from e
+
+
+def _check_vlm(path: Path, audit: Any) -> dict[str, Any]:
+    from fairsets.audit.report import check_audit
+
     problems = check_audit(audit)
     if problems:
         raise ValueError(f"{path}: not a usable audit:\n- " + "\n- ".join(problems))
     return audit
+
+
+def load_audit(audit_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``audit_dir/audit.json`` and check it.
+
+    Raises:
+        FileNotFoundError: if the file is missing.
+        ValueError: if it is not valid JSON or not a ``fairsets.audit.vlm/1`` audit.
+    """
+    return _check_vlm(*_read_audit(audit_dir))
 
 
 # --------------------------------------------------------------------------- the Markdown section
@@ -346,8 +367,11 @@ def update_card(
 ) -> Path:
     """Put the audit of ``audit_dir`` into the card of the published layout ``dataset``.
 
+    A persons audit goes to an annotation folder instead (see the module docstring).
+
     Args:
-        dataset: the dataset's output directory (holds ``README.md`` and ``manifest.json``).
+        dataset: the dataset's output directory (holds ``README.md`` and ``manifest.json``), or an
+            annotation folder for a persons audit.
         audit_dir: the audit output directory (holds ``audit.json``).
 
     Returns:
@@ -355,15 +379,43 @@ def update_card(
 
     Raises:
         FileNotFoundError: if the README or the audit is missing.
-        ValueError: if the audit is invalid, the manifest unreadable, the card's audit markers
-            are unbalanced, or a build (or another update) still holds the layout after ``wait``
-            seconds.
+        ValueError: if the audit is invalid or of the other kind than the folder, the manifest
+            unreadable, the card's audit markers are unbalanced, or a build (or another update)
+            still holds the layout after ``wait`` seconds.
     """
+    from fairsets.annotate.publish import PUBLISHED_KIND, folder_kind, is_annotation_folder
+    from fairsets.audit.persons.card import SCHEMA as PERSONS_SCHEMA
+
     root = Path(dataset)
+    if folder_kind(root) == PUBLISHED_KIND:
+        raise ValueError(
+            f"{root} is a prepared annotation folder; give the annotation folder it was prepared from "
+            "(ANN, not ANN/.fairsets/publish): its card is rendered from the audits stored there"
+        )
+    if is_annotation_folder(root):
+        path, doc = _read_audit(audit_dir, "persons")
+        schema = doc.get("schema") if isinstance(doc, dict) else None
+        if schema != PERSONS_SCHEMA:
+            raise ValueError(
+                f"{path} is not a persons audit (schema {schema!r}); the card of the annotation folder "
+                f"{root} takes the audit of `fairsets audit persons {root} --out DIR`"
+            )
+        from fairsets.audit.persons.card import update_annotation_card
+
+        return update_annotation_card(root, doc, source=str(path), wait=wait)
     readme = root / "README.md"
     if not readme.is_file():
-        raise FileNotFoundError(f"{readme}: no dataset card (is {root} a published fairsets layout?)")
-    audit = load_audit(audit_dir)
+        raise FileNotFoundError(
+            f"{readme}: no dataset card (is {root} a published fairsets layout, or an annotation folder?)"
+        )
+    path, doc = _read_audit(audit_dir)
+    if isinstance(doc, dict) and doc.get("schema") == PERSONS_SCHEMA:
+        raise ValueError(
+            f"{path} is a persons audit (of annotations {doc.get('annotations')!r}); it goes into the card "
+            f"of its annotation folder (`fairsets card update ANN --audit {Path(audit_dir)}`), not into "
+            f"the card of the face dataset {root}"
+        )
+    audit = _check_vlm(path, doc)
     try:
         with layout_lock(root, wait=wait):
             return _update_card(root, readme, audit)
