@@ -423,3 +423,56 @@ def test_generate_refuses_without_cuda_or_diffusers(planted, gender_head, tmp_pa
     msg = _error(runner.invoke(app, args))
     assert re.search(r"--generate needs (diffusers|a CUDA device)", msg), msg
     assert not (tmp_path / "gen").exists()
+
+
+def test_probe_from_a_published_dataset(planted, two_state_out, tmp_path, clip_vlm):
+    """--probe DATASET: the dataset's gender column (any case) picks F and M; d(c) by numpy from its cache."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from vlm_fixtures import copy_dataset
+
+    from fairsets.audit.dataset import open_dataset
+    from fairsets.models.embedding_cache import EmbeddingCache
+
+    _, ann, cats, _ = planted
+    ds_path = copy_dataset(two_state_out, tmp_path / "ds")
+    truth = {}
+    for table_path in (ds_path / "metadata").rglob("*.parquet"):
+        rows = pq.read_table(table_path).to_pylist()
+        for r in rows:  # one person per state: make Assam's the men
+            r["gender"] = "Male" if r["state"] == "Assam" else "FEMALE"
+            truth[r["key"]] = r["gender"].lower()
+        pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(table_path)), table_path)
+    out = tmp_path / "out"
+    result = runner.invoke(app, _args(ann, cats, out, "--probe", str(ds_path)))
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "transfer.json").read_text())
+    probe = doc["model_bias"]["probe"]
+    assert probe["kind"] == "dataset" and doc["settings"]["probe"] == "ds"
+    ds = open_dataset(ds_path)
+    rows = ds.rows(ds.default_variant(), ds.splits(ds.default_variant()))
+    for g in ("female", "male"):
+        have = [r["key"] for r in rows if truth[r["key"]] == g]
+        assert probe["available"][g] == len(have) and 0 < probe["used"][g] == min(20, len(have))
+        assert all(truth[k] == g for k in probe["items"][g])
+    cache = EmbeddingCache.for_dataset(ds, clip_vlm)
+    vecs = {key: v for (key, _sha), v in cache.load_images().items()}
+    F = np.array([vecs[k] for k in probe["items"]["female"]], dtype=np.float64)
+    M = np.array([vecs[k] for k in probe["items"]["male"]], dtype=np.float64)
+    F /= np.linalg.norm(F, axis=1, keepdims=True)
+    M /= np.linalg.norm(M, axis=1, keepdims=True)
+    t = np.asarray(clip_vlm.embed_texts([r["prompt"] for r in doc["model_bias"]["categories"]]), np.float64)
+    t /= np.linalg.norm(t, axis=1, keepdims=True)
+    for j, r in enumerate(doc["model_bias"]["categories"]):
+        allc = np.concatenate([F @ t[j], M @ t[j]])
+        expected = ((F @ t[j]).mean() - (M @ t[j]).mean()) / allc.std()
+        assert r["d"] == pytest.approx(expected, rel=1e-4, abs=1e-6)
+    # a dataset without the column, or with one gender only, is refused before a model loads
+    msg = _error(
+        runner.invoke(app, _args(ann, cats, out, "--probe", str(ds_path), "--probe-attribute", "nope"))
+    )
+    assert "no column 'nope'" in msg
+    msg = _error(
+        runner.invoke(app, _args(ann, cats, out, "--probe", str(ds_path), "--probe-attribute", "state"))
+    )
+    assert "no female or male value" in msg

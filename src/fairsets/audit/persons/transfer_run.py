@@ -120,10 +120,11 @@ def probe_kind(path: str | os.PathLike[str]) -> str:
     p = Path(path)
     if not p.is_dir():
         raise ValueError(f"--probe {p}: no such folder; give an annotation folder or a published dataset")
-    if (p / layout.MANIFEST).is_file():
-        return "annotations"
-    if (p / "metadata").is_dir():
+    if (p / "metadata").is_dir() and (p / "shards").is_dir():
         return "dataset"
+    if (p / layout.MANIFEST).is_file():
+        layout.read_manifest(p)  # an annotation folder's, or a one-line error saying what it is
+        return "annotations"
     raise ValueError(
         f"--probe {p}: neither an annotation folder (no {layout.MANIFEST}) nor a published dataset "
         "(no metadata/); give one of them"
