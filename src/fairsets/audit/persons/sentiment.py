@@ -1,0 +1,448 @@
+"""Sentiment of the texts about each perceived group: the mean score and the share of negative (and
+positive) texts per group, with counts and 95 % intervals.
+
+The LAION person-centric study scores every text with a sentiment model and compares groups by the
+*negative ratio* (share of texts the model calls negative) and the mean VADER score. Here:
+
+* **alt-text** (``texts`` has ``"alt"``): the alt-texts of the *person images* (images with at least
+  one kept box, the ``person_images`` view of :mod:`.tables`); an image's alt-text is in its
+  image-level gender group and in every race group it has a box of (an image can be in several race
+  groups) — the same groups as :mod:`.crime`.
+* **person captions** (``"person"``): each person caption in its own box's perceived gender and
+  race group; each captioner (``annotator``) gets its own section.
+
+NULL and blank texts are not texts: they are counted as ``no_text`` and left out of every number.
+Texts whose image or box has no label for an attribute are counted in ``gender_missing`` /
+``race_missing`` (and still in ``overall``).
+
+**Scores.** A scorer gives each text a value and a label ``NEG``/``NEU``/``POS``:
+
+* :class:`VaderScorer` (the default; ``pip install 'fairsets[persons-audit]'``) — the value is VADER's
+  compound score in [−1, 1]; the label is ``NEG`` when compound ≤ −0.05, ``POS`` when ≥ 0.05, else
+  ``NEU`` (the thresholds VADER's authors recommend).
+* :class:`TransformerScorer` — any Hugging Face text classifier with negative/neutral/positive
+  classes (the pysentimiento models, e.g. ``pysentimiento/robertuito-sentiment-analysis``): the value
+  is P(positive) − P(negative) and the label the most probable class.
+
+Per group (a *row*): ``n`` texts; ``mean`` of the values with its normal-approximation 95 % interval
+``mean ± 1.96 · s / √n`` (``s`` the sample standard deviation; no interval for ``n`` < 2);
+``negative`` and ``positive``: the count of texts with that label, its share of ``n`` and the 95 %
+Wilson interval (:func:`.composition.share`). A row with fewer than ``min_count`` texts (``overall``
+included) keeps its counts but has ``None`` for the mean, the shares and the intervals, with the
+``reason``.
+
+**Streaming, and each text scored once.** DuckDB collects the *distinct* non-blank texts of all the
+kinds asked for (an alt-text that is also a person caption, or that thousands of images share, is
+scored once); they stream out of DuckDB in Arrow batches of ``batch`` texts, each batch is scored and
+its ``(text, value, label)`` rows are appended to a Parquet file in a temporary folder (under
+``$TMPDIR``; it is removed at the end). DuckDB then joins the texts with that file and aggregates by
+group, returning a few rows. No Python list ever holds more than one batch of texts, and the cost is
+that of scoring the distinct texts (VADER: some 10–30 thousand a second on one core).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from fairsets.audit.persons.composition import GENDERS, share
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from fairsets.core.progress import Progress
+
+__all__ = [
+    "LABELS",
+    "VADER_THRESHOLD",
+    "SentimentScorer",
+    "TransformerScorer",
+    "VaderScorer",
+    "sentiment",
+]
+
+#: The labels a scorer gives a text.
+LABELS = ("NEG", "NEU", "POS")
+#: VADER's recommended cut-off: compound ≤ −0.05 is negative, ≥ 0.05 positive.
+VADER_THRESHOLD = 0.05
+_TEXTS = ("alt", "person")
+_Z95 = 1.959963984540054
+#: SQL true for a NULL text or one of only whitespace (ASCII or Unicode spaces: tabs, newlines, NBSP).
+_BLANK = r"regexp_full_match(coalesce({col}, ''), '[\s\x0b\pZ]*')"
+#: Label names of common sentiment classifiers, lower-cased, mapped to ours.
+_LABEL_NAMES = {
+    "neg": "NEG",
+    "negative": "NEG",
+    "neu": "NEU",
+    "neutral": "NEU",
+    "pos": "POS",
+    "positive": "POS",
+}
+
+
+@runtime_checkable
+class SentimentScorer(Protocol):
+    """What :func:`sentiment` needs of a scorer.
+
+    ``name`` is written into the result (``"vader"`` or the model's id), ``kind`` says what the
+    value is (``"vader"``: compound score; ``"transformer"``: P(positive) − P(negative)).
+    ``score(texts)`` returns one ``(value, label)`` per text, in order, the value a finite float
+    and the label one of ``NEG``, ``NEU``, ``POS``.
+    """
+
+    name: str
+    kind: str
+
+    def score(self, texts: Sequence[str]) -> list[tuple[float, str]]: ...
+
+
+class VaderScorer:
+    """VADER's compound score; ``NEG`` at ≤ −0.05, ``POS`` at ≥ 0.05, else ``NEU``.
+
+    Raises:
+        MissingDependency: ``vaderSentiment`` is not installed (``pip install 'fairsets[persons-audit]'``).
+    """
+
+    name = "vader"
+    kind = "vader"
+
+    def __init__(self) -> None:
+        from fairsets.core.step import check_requires
+
+        check_requires("the VADER sentiment scorer", (("vaderSentiment", "persons-audit"),))
+        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+        self._analyzer = SentimentIntensityAnalyzer()
+
+    def score(self, texts: Sequence[str]) -> list[tuple[float, str]]:
+        out = []
+        for text in texts:
+            value = float(self._analyzer.polarity_scores(text)["compound"])
+            label = "NEG" if value <= -VADER_THRESHOLD else "POS" if value >= VADER_THRESHOLD else "NEU"
+            out.append((value, label))
+        return out
+
+
+def _label_map(id2label: dict[Any, str]) -> dict[str, str]:
+    """The model's label names → ``NEG``/``NEU``/``POS`` (case-insensitive), or a clear error."""
+    names = [str(v) for _, v in sorted(id2label.items(), key=lambda kv: int(kv[0]))]
+    mapping = {n: _LABEL_NAMES[n.strip().lower()] for n in names if n.strip().lower() in _LABEL_NAMES}
+    if sorted(mapping.values()) != sorted(LABELS) or len(names) != len(LABELS):
+        raise ValueError(
+            f"the sentiment model's labels {names} are not negative/neutral/positive; use a model whose "
+            "labels are NEG/NEU/POS or negative/neutral/positive (e.g. a pysentimiento model)"
+        )
+    return mapping
+
+
+class TransformerScorer:
+    """A Hugging Face negative/neutral/positive text classifier (e.g. a pysentimiento model).
+
+    The value of a text is P(positive) − P(negative) and its label the most probable class (texts
+    longer than the model's limit are truncated). Labels are read from the model's ``id2label``,
+    case-insensitively: ``NEG``/``NEU``/``POS`` or ``negative``/``neutral``/``positive``.
+
+    Args:
+        model: a local model folder or a hub id (loaded offline when the hub cannot be reached).
+        device: torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``).
+        batch_size: texts per forward pass.
+
+    Raises:
+        MissingDependency: transformers or torch is not installed.
+        ModelUnavailable: the model cannot be loaded here (the message says how to provide it).
+        ValueError: the model's labels are not negative/neutral/positive (the message lists them).
+    """
+
+    kind = "transformer"
+
+    def __init__(self, model: str, *, device: str = "cpu", batch_size: int = 64) -> None:
+        from fairsets.core.step import check_requires
+        from fairsets.models import ModelUnavailable, ensure_torchvision
+        from fairsets.models.hub import hub_access
+
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError("the sentiment model must be a local folder or a hub id")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}")
+        check_requires("the transformer sentiment scorer", (("torch", "vlm"), ("transformers", "vlm")))
+        source = model.strip()
+        local = Path(source).expanduser()
+        #: A hub id as given; a local folder by its name only (results never hold a local path).
+        self.name = local.name if local.is_dir() else source
+        self.batch_size = batch_size
+        ensure_torchvision()
+        from transformers import pipeline
+
+        with hub_access() as offline:
+            try:
+                self._pipe = pipeline(
+                    "text-classification",
+                    model=str(local) if local.is_dir() else source,
+                    top_k=None,
+                    device=device,
+                )
+            except Exception as e:  # any loader failure is "model unavailable"
+                why = f"{offline}, so only local or cached models load; " if offline else ""
+                raise ModelUnavailable(
+                    f"cannot load sentiment model {source!r} ({why}{type(e).__name__}: {e}); pass a "
+                    "local model folder or a hub id this machine can download"
+                ) from e
+        self._labels = _label_map(dict(self._pipe.model.config.id2label))
+
+    def score(self, texts: Sequence[str]) -> list[tuple[float, str]]:
+        texts = list(texts)
+        if not texts:
+            return []
+        results = self._pipe(texts, batch_size=self.batch_size, truncation=True)
+        out = []
+        for scores in results:
+            probs = {self._labels[s["label"]]: float(s["score"]) for s in scores}
+            label = max(LABELS, key=lambda k: (probs[k], -LABELS.index(k)))
+            out.append((probs["POS"] - probs["NEG"], label))
+        return out
+
+
+def _row(n: int, neg: int, pos: int, total: float, total_sq: float, min_count: int) -> dict[str, Any]:
+    """One group's row from its counts and the sum / sum of squares of its values."""
+    if n < min_count:
+        blank = lambda count: {"count": int(count), "n": int(n), "share": None, "ci95": None}  # noqa: E731
+        return {
+            "n": int(n),
+            "mean": None,
+            "mean_ci95": None,
+            "negative": blank(neg),
+            "positive": blank(pos),
+            "reason": f"fewer than {min_count} texts ({n})",
+        }
+    mean = total / n
+    ci = None
+    if n >= 2:
+        var = max(0.0, (total_sq - n * mean * mean) / (n - 1))
+        half = _Z95 * math.sqrt(var / n)
+        ci = [mean - half, mean + half]
+    return {
+        "n": int(n),
+        "mean": mean,
+        "mean_ci95": ci,
+        "negative": share(neg, n),
+        "positive": share(pos, n),
+        "reason": None,
+    }
+
+
+def _section(
+    rows: Iterable[tuple[Any, ...]], has: dict[str, bool], min_count: int, race_list: bool
+) -> dict[str, Any]:
+    """A SECTION from ``(gender, race(s), label, count, sum, sum of squares)`` rows (label None:
+    a NULL or blank text)."""
+    no_text = 0
+    acc: dict[tuple[str, Any], list[float]] = defaultdict(lambda: [0, 0, 0, 0.0, 0.0])
+    missing = {"gender": 0, "race": 0}
+    # a fixed order, so the float sums do not depend on the order DuckDB returns the groups in
+    for gender, race, label, count, total, total_sq in sorted(rows, key=lambda r: tuple(map(repr, r[:3]))):
+        if label is None:
+            no_text += count
+            continue
+        races = (race or []) if race_list else ([race] if race is not None else [])
+        keys = [("overall", None)]
+        for attr, labels in (("gender", [gender] if gender is not None else []), ("race", races)):
+            if not labels:
+                missing[attr] += count
+            keys += [(attr, g) for g in labels]
+        for key in keys:
+            a = acc[key]
+            a[0] += count
+            a[1] += count if label == "NEG" else 0
+            a[2] += count if label == "POS" else 0
+            a[3] += total
+            a[4] += total_sq
+
+    def row(key: tuple[str, Any]) -> dict[str, Any]:
+        n, neg, pos, total, total_sq = acc.get(key, (0, 0, 0, 0.0, 0.0))
+        return _row(int(n), int(neg), int(pos), total, total_sq, min_count)
+
+    out: dict[str, Any] = {"overall": row(("overall", None)), "no_text": no_text}
+    for attr in ("gender", "race"):
+        seen = {g for a, g in acc if a == attr}
+        order = [g for g in GENDERS if attr == "gender"]
+        names = order + sorted(g for g in seen if g not in order)
+        out[attr] = {g: row((attr, g)) for g in names} if has[attr] else None
+    out["gender_missing"] = missing["gender"]
+    out["race_missing"] = missing["race"]
+    return out
+
+
+def _views(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def _columns(con: duckdb.DuckDBPyConnection, view: str) -> set[str]:
+    return {row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()}
+
+
+def _check_scores(scores: Any, n: int, scorer: SentimentScorer) -> tuple[list[float], list[str]]:
+    """Values and labels of one batch, or a ValueError naming the scorer and what is wrong."""
+    scores = list(scores)
+    if len(scores) != n:
+        raise ValueError(f"sentiment scorer {scorer.name!r} returned {len(scores)} scores for {n} texts")
+    values, labels = [], []
+    for value, label in scores:
+        value = float(value)
+        if not math.isfinite(value) or label not in LABELS:
+            raise ValueError(
+                f"sentiment scorer {scorer.name!r} returned ({value!r}, {label!r}); each score must be "
+                f"a finite value and one of {', '.join(LABELS)}"
+            )
+        values.append(value)
+        labels.append(label)
+    return values, labels
+
+
+def _score_texts(
+    con: duckdb.DuckDBPyConnection,
+    sources: list[str],
+    scorer: SentimentScorer,
+    batch: int,
+    path: Path,
+    progress: Progress | None,
+) -> int:
+    """Score the distinct non-blank texts of ``sources`` into the Parquet file ``path``; their count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    distinct = (
+        "SELECT DISTINCT text FROM ("
+        + " UNION ALL ".join(f"SELECT caption AS text FROM {s}" for s in sources)
+        + f") WHERE NOT {_BLANK.format(col='text')}"
+    )
+    total = con.execute(f"SELECT count(*) FROM ({distinct})").fetchall()[0][0] if progress is not None else 0
+    schema = pa.schema([("text", pa.string()), ("value", pa.float64()), ("label", pa.string())])
+    stage = (
+        progress.stage(f"sentiment ({scorer.name})", total, rates=("texts",))
+        if progress is not None
+        else contextlib.nullcontext(lambda n=1, **_: None)
+    )
+    done = 0
+    with stage as advance, pq.ParquetWriter(str(path), schema) as writer:
+        for record in con.sql(distinct).to_arrow_reader(batch):
+            texts = record.column(0).to_pylist()
+            if not texts:
+                continue
+            values, labels = _check_scores(scorer.score(texts), len(texts), scorer)
+            columns = [record.column(0).cast(pa.string()), pa.array(values, pa.float64()), pa.array(labels)]
+            writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+            done += len(texts)
+            advance(len(texts), texts=len(texts))
+    return done
+
+
+def sentiment(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    texts: Sequence[str] = _TEXTS,
+    scorer: SentimentScorer | None = None,
+    min_count: int = 100,
+    batch: int = 10_000,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Sentiment per perceived group (see the module docstring).
+
+    Args:
+        con: a :func:`.tables.connect` connection.
+        texts: ``"alt"`` (alt-texts of person images) and/or ``"person"`` (person captions).
+        scorer: a :class:`SentimentScorer` (default: :class:`VaderScorer`).
+        min_count: the fewest texts a row needs for its mean and shares (fewer gives ``None`` and a
+            reason; the counts stay).
+        batch: texts per scoring batch (memory holds one batch of texts at a time).
+        progress: a :class:`~fairsets.core.progress.Progress` for a bar over the distinct texts.
+
+    Returns:
+        A JSON-ready dict: ``scorer`` (``name``, ``kind``), ``min_count``, ``alt`` (a section:
+        ``overall``, ``no_text``, ``gender``, ``race``, ``gender_missing``, ``race_missing``; None
+        when not asked for), ``person`` (``{annotator: section}``, or None with ``person_reason``)
+        and ``definitions``. A row is ``n``, ``mean``, ``mean_ci95``, ``negative`` and ``positive``
+        (``count``, ``n``, ``share``, ``ci95``) and ``reason``.
+
+    Raises:
+        ValueError: an unknown kind of text, a bad ``min_count`` or ``batch``, or a scorer that
+            returns a malformed score.
+        MissingDependency: no scorer given and vaderSentiment is not installed.
+    """
+    bad = [t for t in texts if t not in _TEXTS] if not isinstance(texts, str) else [texts]
+    if bad or isinstance(texts, str) or not texts:
+        raise ValueError(f"texts must name some of {', '.join(_TEXTS)}; got {texts!r}")
+    for what, value in (("min_count", min_count), ("batch", batch)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{what} must be a positive integer; got {value!r}")
+    if scorer is None:
+        scorer = VaderScorer()
+    if not isinstance(scorer, SentimentScorer):
+        raise ValueError(f"scorer must have name, kind and score(texts); got {type(scorer).__name__}")
+    has_captions = "captions" in _views(con)
+    sources = (["person_images"] if "alt" in texts else []) + (
+        ["captions"] if "person" in texts and has_captions else []
+    )
+    out: dict[str, Any] = {
+        "scorer": {"name": str(scorer.name), "kind": str(scorer.kind)},
+        "min_count": min_count,
+        "alt": None,
+        "person": None,
+    }
+    with tempfile.TemporaryDirectory(prefix="fairsets-sentiment-") as tmp:
+        path = Path(tmp) / "scores.parquet"
+        _score_texts(con, sources, scorer, batch, path, progress)
+        scores = "read_parquet('" + str(path).replace("'", "''") + "')"
+        agg = (
+            "s.label, count(*), coalesce(fsum(s.value), 0), coalesce(fsum(s.value * s.value), 0) "
+            f"FROM {{view}} t LEFT JOIN {scores} s ON t.caption = s.text GROUP BY ALL"
+        )
+        if "alt" in texts:
+            rows = con.execute("SELECT t.gender, t.races, " + agg.format(view="person_images")).fetchall()
+            cols = _columns(con, "boxes")
+            has = {a: f"perceived_{a}" in cols for a in ("gender", "race")}
+            out["alt"] = _section(rows, has, min_count, race_list=True)
+        if "person" in texts and has_captions:
+            cols = _columns(con, "captions")
+            has = {a: f"perceived_{a}" in cols for a in ("gender", "race")}
+            g = "t.perceived_gender" if "perceived_gender" in cols else "NULL::VARCHAR"
+            r = "t.perceived_race" if "perceived_race" in cols else "NULL::VARCHAR"
+            rows = con.execute(f"SELECT t.annotator, {g}, {r}, " + agg.format(view="captions")).fetchall()
+            per: dict[str, list] = defaultdict(list)
+            for annotator, *row in rows:
+                per[annotator].append(tuple(row))
+            out["person"] = {a: _section(per[a], has, min_count, race_list=False) for a in sorted(per)}
+    if "person" not in texts:
+        out["person_reason"] = "not asked for"
+    elif not has_captions:
+        out["person_reason"] = "the folder has no person captions; run fairsets annotate caption"
+    out["definitions"] = _definitions(scorer.kind, min_count)
+    return out
+
+
+def _definitions(kind: str, min_count: int) -> dict[str, str]:
+    if kind == "vader":
+        value = "VADER compound score in [-1, 1]"
+        labels = "negative: compound <= -0.05; positive: compound >= 0.05 (VADER's thresholds)"
+    else:
+        value = "P(positive) - P(negative) of the classifier, in [-1, 1]"
+        labels = "negative / positive: the classifier's most probable class"
+    return {
+        "mean": f"mean {value} over the group's texts, with the normal-approximation 95 % interval "
+        "mean +- 1.96 * sd / sqrt(n) (none for n < 2)",
+        "negative": f"share of the group's texts labelled negative, with its 95 % Wilson interval; {labels}",
+        "positive": "share of the group's texts labelled positive, with its 95 % Wilson interval",
+        "alt": "alt-texts of person images (at least one kept box); an image is in its image-level gender "
+        "group and in every race group it has a box of",
+        "person": "person captions per captioner, each in its own box's perceived gender and race group",
+        "no_text": "NULL or blank texts, left out of every number",
+        "missing": "gender_missing / race_missing: texts whose image or box has no label for the attribute "
+        "(they count in overall only)",
+        "scoring": "each distinct text is scored once; identical texts share its score",
+        "min_count": f"rows with fewer than {min_count} texts keep their counts but have null mean, shares "
+        "and intervals (see reason)",
+    }
