@@ -476,3 +476,43 @@ def test_probe_from_a_published_dataset(planted, two_state_out, tmp_path, clip_v
         runner.invoke(app, _args(ann, cats, out, "--probe", str(ds_path), "--probe-attribute", "state"))
     )
     assert "no female or male value" in msg
+
+
+def test_a_probe_box_whose_image_is_gone_is_left_out_with_its_reason(audited, planted, tmp_path):
+    _, ann, cats, _ = planted
+    copy = tmp_path / "ann"
+    shutil.copytree(ann, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    for ref in manifest["inputs"]:  # the copy's shards are its own
+        ref["path"] = str(copy / Path(ref["path"]).name)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    gone = audited[1]["model_bias"]["probe"]["items"]["female"][0]
+    shard, key, _ = gone.split("/")
+    tar_path = copy / f"{shard}.tar"
+    with tarfile.open(tar_path) as tf:
+        members = [(m, tf.extractfile(m).read()) for m in tf.getmembers() if not m.name.startswith(key + ".")]
+    with tarfile.open(tar_path, "w", format=tarfile.PAX_FORMAT) as tf:
+        for m, data in members:
+            tf.addfile(m, io.BytesIO(data))
+    out = tmp_path / "out"
+    result = runner.invoke(app, _args(copy, cats, out))
+    assert result.exit_code == 0, result.output
+    probe = json.loads((out / "transfer.json").read_text())["model_bias"]["probe"]
+    assert [r["item"] for r in probe["rejected"]] == [gone]
+    assert "not a readable image" in probe["rejected"][0]["reason"]
+    assert probe["sampled"]["female"] == 20 and probe["used"]["female"] == 19
+    assert gone not in probe["items"]["female"] and probe["used"]["male"] == 20
+
+
+def test_too_few_kept_categories_give_a_reason_not_a_crash(audited, planted, tmp_path):
+    _, ann, cats, _ = planted
+    out = tmp_path / "out"
+    args = [a if a != "100" else "101" for a in _args(ann, cats, out)]  # keeps teacher (115), pilot (105)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "transfer.json").read_text())
+    assert [r["category"] for r in doc["data_bias"]["categories"]] == ["teacher", "pilot"]
+    rel = doc["relations"]["data_clip"]
+    assert rel["relation"] is None and "2 usable pairs" in rel["reason"]
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "not computed" in page and "2 usable pairs" in page

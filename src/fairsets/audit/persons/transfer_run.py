@@ -526,7 +526,7 @@ def generate_images(
 # --- the audit ------------------------------------------------------------------------------------
 
 
-def _relation_or_reason(x: list[Any], y: list[Any], labels: list[str], what: str) -> dict[str, Any]:
+def _relation_or_reason(x: list[Any], y: list[Any], what: str) -> dict[str, Any]:
     try:
         rel = T.relation(x, y)
     except ValueError as e:
@@ -626,7 +626,7 @@ def run_transfer_audit(
 
     x_data = [r["bias"] for r in data["categories"]]
     y_clip = [r["d"] for r in model["categories"]]
-    relations = {"data_clip": _relation_or_reason(x_data, y_clip, kept, "data bias → CLIP d(c)")}
+    relations = {"data_clip": _relation_or_reason(x_data, y_clip, "data bias → CLIP d(c)")}
 
     gen_doc = None
     if generated is not None and classify is not None and gen_map is not None:
@@ -651,13 +651,11 @@ def run_transfer_audit(
         relations["data_generated"] = _relation_or_reason(
             [bias_of[c] for c in both],
             [by_cat[c]["share_female"] for c in both],
-            both,
             "data bias → generated share female",
         )
         relations["clip_generated"] = _relation_or_reason(
             [d_of[c] for c in both],
             [by_cat[c]["share_female"] for c in both],
-            both,
             "CLIP d(c) → generated share female",
         )
         for key in ("data_generated", "clip_generated"):
