@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fairsets.audit.card import _code, _marker_id, _table, _text
+from fairsets.audit.card import _marker_id, _table, _text
 
 __all__ = ["SCHEMA", "check_audit", "persons_card_section", "update_annotation_card"]
 
@@ -79,9 +79,10 @@ def _t(value: Any) -> str:
 
 
 def _name(value: Any) -> str:
-    """A name (group, captioner, scorer, model): a code span when plain, else escaped text."""
+    """A name (group, captioner, scorer, model): a code span when plain (letters, digits, ``_.:/@+-``),
+    else escaped text (braces would show as entities inside a code span)."""
     s = str(value)
-    return f"`{s}`" if _PLAIN.fullmatch(s) else _inert(_code(s)) or "“”"
+    return f"`{s}`" if _PLAIN.fullmatch(s) else _t(s)
 
 
 def _int(value: Any) -> str:
@@ -104,12 +105,20 @@ def _ci_pct(ci: Any) -> str:
 
 def _ci_num(ci: Any, digits: int) -> str:
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_is_num(v) for v in ci):
-        return f"{ci[0]:.{digits}f} to {ci[1]:.{digits}f}"
+        return f"{_fixed(ci[0], digits)} to {_fixed(ci[1], digits)}"
     return "–"
 
 
+def _fixed(x: Any, digits: int, sign: str = "") -> str:
+    """``x`` with ``digits`` decimals ("–" if not a number); no "-0.000" for a value that rounds to 0."""
+    if not _is_num(x):
+        return "–"
+    s = f"{x:{sign}.{digits}f}"
+    return f"{0.0:.{digits}f}" if float(s) == 0 else s
+
+
 def _signed_pct(x: Any) -> str:
-    return f"{x:+.1f} %" if _is_num(x) else "–"
+    return f"{_fixed(x, 1, '+')} %" if _is_num(x) else "–"
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -223,7 +232,9 @@ def _groups(section: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
 def _crime_table(section: Mapping[str, Any], min_count: int) -> list[str]:
     small = f"n < {min_count}"
     overall = _map(section.get("overall"))
-    rows = [["all", _int(overall.get("n")), _int(overall.get("matches")), _pct(overall.get("rate")), "baseline"]]
+    rows = [
+        ["all", _int(overall.get("n")), _int(overall.get("matches")), _pct(overall.get("rate")), "baseline"]
+    ]
     for label, r in _groups(section):
         n = r.get("n")
         if isinstance(n, int) and n < min_count:
@@ -243,7 +254,8 @@ def _crime(crime: Mapping[str, Any], audit: Mapping[str, Any], min_count: int) -
     source = _map(audit.get("settings")).get("crime_words") or "default"
     lines = [
         "",
-        f"**Crime words.** Texts that contain at least one of {_int(n_words)} crime words (list "
+        f"**Crime words.** Texts that contain at least one of {_int(n_words)} crime "
+        f"{'word' if n_words == 1 else 'words'} (list "
         f"{_name(source)}; whole words, any case, plurals). Δ = rate of the group / rate of all texts of "
         "that kind − 1: how much more (+) or less (−) often the group's texts use a crime word. An "
         "alt-text belongs to its image's gender group and to every race of a box in the image.",
@@ -273,7 +285,7 @@ def _sentiment_table(section: Mapping[str, Any], min_count: int) -> list[str]:
             rows.append([label, _int(n), small, small, small])
             continue
         neg = _map(r.get("negative"))
-        mean = f"{r['mean']:.3f}" if _is_num(r.get("mean")) else _t(r.get("reason") or "–")
+        mean = _fixed(r["mean"], 3) if _is_num(r.get("mean")) else _t(r.get("reason") or "–")
         rows.append([label, _int(n), mean, _pct(neg.get("share")), _ci_pct(neg.get("ci95"))])
     head = ["Texts of", "Texts", "Mean score", "Negative", "95 % CI"]
     return _table(head, rows, ["---", "---:", "---:", "---:", "---:"])
@@ -339,7 +351,7 @@ def _themes(themes: Mapping[str, Any] | None, reason: Any, min_count: int) -> li
             for t in picked:
                 words = _map(latents.get(str(t.get("latent")))).get("words") or []
                 named = ", ".join(_t(w.get("word")) for w in words[:THEME_WORDS] if isinstance(w, Mapping))
-                pmi = f"{t['pmi']:.2f}" if _is_num(t.get("pmi")) else "–"
+                pmi = _fixed(t.get("pmi"), 2)
                 rows.append(
                     [label, _int(n), _int(t.get("latent")), named or "–", pmi, _ci_num(t.get("ci95"), 2),
                      _int(t.get("n_together"))]
