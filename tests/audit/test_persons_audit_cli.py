@@ -1,0 +1,188 @@
+"""``fairsets audit persons`` end to end: planted numbers in audit.json, the report, resuming
+byte for byte, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from person_tables import ImageSpec, write_person_tables
+from typer.testing import CliRunner
+
+from fairsets.audit.persons import run as audit_run
+from fairsets.cli import app
+
+runner = CliRunner()
+
+SPORT = ["kicks a football", "runs a marathon", "plays tennis on a clay court", "lifts weights at the gym"]
+ART = ["paints a canvas", "plays the violin", "reads poetry aloud", "dances ballet on stage"]
+
+
+def _specs(n: int = 400, seed: int = 3) -> list[ImageSpec]:
+    """``n`` images, one or two persons each; women's person captions planted with art, men's with
+    sport; alt-texts of male images name a thief 3x as often as female ones."""
+    rng = random.Random(seed)
+    specs = []
+    for i in range(n):
+        gender = "female" if i % 2 else "male"
+        race = ["white", "black", "east asian"][i % 3]
+        boxes = [(gender, race, 0.05 + 0.01 * (i % 7))]
+        if i % 5 == 0:
+            boxes.append(("unclear", race, 0.02))
+        words = ART if gender == "female" else SPORT
+        caps = [f"A person who {rng.choice(words)} in the afternoon" for _ in boxes]
+        thief = (i % 10 == 1) if gender == "female" else (i % 10 in (0, 2, 4))
+        alt = "a thief caught on camera" if thief else rng.choice(["a happy day", "a sad day", "our trip"])
+        specs.append(ImageSpec(boxes=boxes, alt=alt, person_captions=caps))
+    return specs
+
+
+@pytest.fixture(scope="module")
+def ann(tmp_path_factory):
+    return write_person_tables(tmp_path_factory.mktemp("persons") / "ann", _specs(), shard_size=150)
+
+
+def _run(*args: str):
+    return runner.invoke(app, ["audit", "persons", *args])
+
+
+@pytest.fixture(scope="module")
+def audited(ann, tmp_path_factory):
+    out = tmp_path_factory.mktemp("audit") / "out"
+    res = _run(str(ann), "--out", str(out), "--sae-steps", "300", "--n-boot", "20", "-q")
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_audit_json_holds_the_planted_numbers(audited):
+    doc = json.loads((audited / "audit.json").read_text(encoding="utf-8"))
+    assert doc["schema"] == "fairsets.audit.persons/1"
+    assert doc["annotations"] == "ann" and doc["n_shards"] == 3
+    assert doc["attributes"] == ["gender", "race"]
+    specs = _specs()
+    comp = doc["composition"]
+    assert comp["n_boxes"] == sum(len(s.boxes) for s in specs)
+    assert comp["n_person_images"] == 400
+    female = comp["images"]["gender"]["groups"]["female"]
+    assert (female["count"], female["n"]) == (200, 400)
+    alt = doc["crime"]["alt"]["gender"]
+    # female images: thief on i % 10 == 1 -> 40 of 200; male: i % 10 in (0, 2, 4) -> 60 of 200
+    assert (alt["female"]["matches"], alt["female"]["n"]) == (20, 200)
+    assert (alt["male"]["matches"], alt["male"]["n"]) == (60, 200)
+    assert alt["male"]["delta_pct"] == pytest.approx(100 * (60 / 200) / (80 / 400) - 100)
+    assert doc["crime"]["person"]["cap"]["overall"]["n"] == comp["n_boxes"]
+
+
+def test_themes_tie_the_planted_topics_to_their_gender(audited):
+    doc = json.loads((audited / "audit.json").read_text(encoding="utf-8"))
+    th = doc["themes"]
+    assert th is not None, doc["skipped"]
+    assert th["text"] == "person" and th["n_texts"] == th["n_available"] and not th["sampled"]
+    assert 0 <= th["sae"]["metrics"]["fvu"] < 1
+    by = th["by_attribute"]["gender"]
+    latents = th["by_attribute"]["gender"]["latents"]
+
+    def top_words(identity: str) -> set[str]:
+        best = by["identities"][identity]["themes"][0]["latent"]
+        return {w["word"] if isinstance(w, dict) else w for w in latents[str(best)]["words"]}
+
+    art_words = {w for c in ART for w in c.split()}
+    sport_words = {w for c in SPORT for w in c.split()}
+    assert top_words("female") & art_words and not top_words("female") & sport_words
+    assert top_words("male") & sport_words and not top_words("male") & art_words
+
+
+def test_report_is_written(audited):
+    html = (audited / "report.html").read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html") and "data:image/png;base64," in html
+    assert "<script" not in html.lower()
+
+
+class _Interrupt(Exception):
+    pass
+
+
+class _StopAfter:
+    """A progress whose SAE stage raises after ``n`` steps (a run killed mid-training)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def stage(self, what, total, **kw):
+        import contextlib
+
+        @contextlib.contextmanager
+        def ctx():
+            seen = [0]
+
+            def advance(k=1, **more):
+                seen[0] += k
+                if what.startswith("training") and seen[0] >= self.n:
+                    raise _Interrupt
+
+            yield advance
+
+        return ctx()
+
+
+def test_an_interrupted_run_resumes_to_the_same_bytes(ann, audited, tmp_path):
+    out = tmp_path / "again"
+    kw = dict(sae_steps=300, n_boot=20)
+    with pytest.raises(_Interrupt):
+        audit_run.run_persons_audit(ann, out, progress=_StopAfter(150), **kw)
+    assert not (out / "audit.json").exists()
+    assert list((out / ".work").glob("sae-*/sae-checkpoint.pt")), "the checkpoint of step 100 is kept"
+    audit_run.run_persons_audit(ann, out, **kw)
+    assert (out / "audit.json").read_bytes() == (audited / "audit.json").read_bytes()
+    assert (out / "report.html").read_bytes() == (audited / "report.html").read_bytes()
+
+
+def test_left_out_sections_say_why(ann, tmp_path):
+    doc = audit_run.run_persons_audit(ann, tmp_path / "o", sentiment=None, themes=None, report=False)
+    assert doc["sentiment"] is None and doc["themes"] is None
+    assert doc["skipped"]["sentiment"] and doc["skipped"]["themes"]
+    assert not (tmp_path / "o" / "report.html").exists()
+
+
+def test_a_custom_word_list_and_min_count(ann, tmp_path):
+    words = tmp_path / "words.toml"
+    words.write_text('words = ["sad day"]\n', encoding="utf-8")
+    out = tmp_path / "o"
+    res = _run(str(ann), "--out", str(out), "--crime-words", str(words), "--min-count", "250",
+               "--sentiment", "none", "--themes", "none", "-q")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert doc["settings"]["crime_words"] == "words.toml" and doc["crime"]["words"] == ["sad day"]
+    rows = doc["crime"]["alt"]["gender"]
+    assert rows["female"]["delta_pct"] is None and rows["female"]["reason"]  # 200 < 250 texts
+    assert doc["crime"]["alt"]["overall"]["n"] == 400
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["{missing}", "--out", "{out}"], "missing"),
+        (["{ann}", "--out", "{out}", "--crime-words", "{missing}"], "--crime-words"),
+        (["{ann}", "--out", "{out}", "--themes-text", "boxes"], "--themes-text"),
+        (["{ann}", "--out", "{out}", "--themes", "{missing}", "--sentiment", "none"], "missing"),
+        (["{ann}", "--out", "{out}", "--min-count", "0", "--themes", "none"], "min_count"),
+        (["{ann}", "--out", "{file}"], "file"),
+    ],
+)
+def test_errors_are_one_line(ann, tmp_path, args, needle):
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    values = {"ann": ann, "out": tmp_path / "o", "missing": tmp_path / "missing", "file": tmp_path / "afile"}
+    res = _run(*[a.format(**{k: str(v) for k, v in values.items()}) for a in args])
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.output.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in res.output and needle in lines[0], res.output
+
+
+def test_a_corrupt_table_is_one_line(tmp_path):
+    ann = write_person_tables(tmp_path / "ann", _specs(20), shard_size=10)
+    victim = sorted((ann / "boxes").glob("*.parquet"))[0]
+    victim.write_bytes(victim.read_bytes()[:40])
+    res = _run(str(ann), "--out", str(tmp_path / "o"), "--sentiment", "none", "--themes", "none")
+    assert res.exit_code == 2, res.output
+    assert "cannot be read" in res.output and "Traceback" not in res.output
