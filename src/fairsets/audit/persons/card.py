@@ -23,7 +23,7 @@ caption: a theme is named by its distinctive words only.
 
 Every value taken from the audit is data (group names, words, captioner and scorer names, reasons
 may be anything a folder or a user file held): it is escaped as one line of Markdown text
-(:func:`fairsets.audit.card._text`), or shown as a code span when it is a plain name; braces and a
+(:func:`fairsets.publish.card.md_text`), or shown as a code span when it is a plain name; braces and a
 bare ``None`` are written as HTML entities, so no value can form a link, an HTML tag, a table
 column, template syntax or what the card check reads as a missing value. The same audit gives the
 same bytes.
@@ -49,8 +49,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fairsets.audit.card import _marker_id, _table, _text
-
 __all__ = ["SCHEMA", "check_audit", "persons_card_section", "update_annotation_card"]
 
 #: The schema id of ``fairsets audit persons``' ``audit.json`` (``fairsets.audit.persons.run.SCHEMA``).
@@ -65,6 +63,37 @@ _PLAIN = re.compile(r"[A-Za-z0-9_.:/@+\-]+")
 
 
 # --------------------------------------------------------------------------- escaping
+#
+# fairsets.audit.card dispatches to this module, so this module does not import it (no import
+# circle): the text escaping is the same function (fairsets.publish.card.md_text), and
+# _marker_id follows the same rule as fairsets.audit.card._marker_id (a test checks they agree).
+
+
+def _text(value: Any) -> str:
+    """One line of inert Markdown text (:func:`fairsets.publish.card.md_text`)."""
+    from fairsets.publish.card import md_text
+
+    return str(md_text(value))
+
+
+def _marker_id(ident: str) -> str:
+    """``ident`` made safe inside an HTML comment and on one line (no spaces, no ``--``, no ``>``)."""
+    out = []
+    for ch in str(ident):
+        if ch.isalnum() or ch in "._:/@+=,~-":
+            out.append(ch)
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
+    s = "".join(out)
+    while "--" in s:
+        s = s.replace("--", "-%2D")
+    return s or "unknown"
+
+
+def _table(head: list[str], rows: list[list[str]], align: list[str]) -> list[str]:
+    """A Markdown table of cells that are already escaped."""
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
 def _inert(md: str) -> str:
