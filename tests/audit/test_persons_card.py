@@ -91,10 +91,13 @@ def _themes_section(con: Any) -> dict[str, Any]:
     by = {"gender": themes(acts, genders, texts, min_support=2, n_boot=20, seed=0, min_word_count=2)}
     return {
         "text": "alt",
+        "source": "alt-text",
         "n_texts": len(texts),
+        "n_available": len(texts),
         "sampled": False,
         "sae": {"latents": 3, "k": 1, "steps": 0, "metrics": {}},
         "by_attribute": by,
+        "definitions": {"identity": "alt-texts: the image-level gender"},
     }
 
 
@@ -102,15 +105,20 @@ def _sentiment_section(con: Any) -> dict[str, Any]:
     """A sentiment section of the audit's shape, from a planted score per alt-text."""
     rows = con.execute("SELECT caption, gender, races FROM person_images").fetchall()
 
+    def part(count: int, n: int) -> dict[str, Any]:
+        if n < MIN_COUNT:
+            return {"count": count, "n": n, "share": None, "ci95": None}
+        return {"count": count, "n": n, "share": count / n, "ci95": list(_wilson(count, n))}
+
     def row(scores: list[float]) -> dict[str, Any]:
         n = len(scores)
-        neg = sum(s <= -0.05 for s in scores)
-        if n < MIN_COUNT:
-            return {"n": n, "mean": None, "mean_ci95": None, "negative": {"count": neg, "n": n, "share": None,
-                    "ci95": None}, "positive": None, "reason": f"fewer than {MIN_COUNT} texts"}  # fmt: skip
-        return {"n": n, "mean": sum(scores) / n, "mean_ci95": None,
-                "negative": {"count": neg, "n": n, "share": neg / n, "ci95": list(_wilson(neg, n))},
-                "positive": None, "reason": None}  # fmt: skip
+        neg, pos = part(sum(s <= -0.05 for s in scores), n), part(sum(s >= 0.05 for s in scores), n)
+        small = n < MIN_COUNT
+        mean = None if small else sum(scores) / n
+        sd = None if small else math.sqrt(sum((s - mean) ** 2 for s in scores) / (n - 1))
+        return {"n": n, "mean": mean, "mean_ci95": None if small else [mean - 1.96 * sd / math.sqrt(n),
+                mean + 1.96 * sd / math.sqrt(n)], "negative": neg, "positive": pos,
+                "reason": f"fewer than {MIN_COUNT} texts ({n})" if small else None}  # fmt: skip
 
     score = {True: -0.6, False: 0.4}
     by: dict[str, dict[str, list[float]]] = {"gender": defaultdict(list), "race": defaultdict(list)}
@@ -460,3 +468,17 @@ def test_block_ids_follow_the_card_marker_rule(name: str) -> None:
     assert _marker_id(f"persons:{name}") == card_marker_id(f"persons:{name}")
     block = persons_card_section({"annotations": name})
     assert _MARK_RE.match(block.splitlines()[0]) and _MARK_RE.match(block.splitlines()[-1])
+
+
+def test_a_publish_holding_the_folder_makes_the_update_wait_then_refuse(ann: Path, tmp_path: Path) -> None:
+    import fcntl
+
+    audit_dir = _write_audit(tmp_path / "audit", _audit(ann, sentiment=False, theme=False))
+    lock = ann / layout.WORKDIR / "lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        with pytest.raises(ValueError, match="another update"):
+            update_card(ann, audit_dir, wait=0.2)
+    assert not card_blocks_dir(ann).exists()
+    assert update_card(ann, audit_dir).parent == card_blocks_dir(ann)  # released: it goes through
