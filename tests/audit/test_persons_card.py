@@ -482,3 +482,23 @@ def test_a_publish_holding_the_folder_makes_the_update_wait_then_refuse(ann: Pat
             update_card(ann, audit_dir, wait=0.2)
     assert not card_blocks_dir(ann).exists()
     assert update_card(ann, audit_dir).parent == card_blocks_dir(ann)  # released: it goes through
+
+
+def test_the_audit_command_output_goes_into_the_card(ann: Path, tmp_path: Path) -> None:
+    """``fairsets audit persons`` then ``fairsets card update``: the document it writes is accepted."""
+    from typer.testing import CliRunner
+
+    from fairsets.cli import app
+
+    out = tmp_path / "audit"
+    args = ["audit", "persons", str(ann), "--out", str(out), "--min-count", str(MIN_COUNT), "--sentiment",
+            "none", "--themes", "none", "--quiet"]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "audit.json").read_text())
+    res = CliRunner().invoke(app, ["card", "update", str(ann), "--audit", str(out)])
+    assert res.exit_code == 0, res.output
+    card = (card_blocks_dir(ann) / "persons%3AANN.md").read_text()
+    assert card.strip("\n") == persons_card_section(doc)
+    male = doc["crime"]["alt"]["gender"]["male"]
+    assert f"| gender `male` | {male['n']} | {male['matches']} |" in card and male["delta_pct"] > 10
