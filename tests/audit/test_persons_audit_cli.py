@@ -21,7 +21,7 @@ ART = ["paints a canvas", "plays the violin", "reads poetry aloud", "dances ball
 
 def _specs(n: int = 400, seed: int = 3) -> list[ImageSpec]:
     """``n`` images, one or two persons each; women's person captions planted with art, men's with
-    sport; alt-texts of male images name a thief 3x as often as female ones."""
+    sport; alt-texts of male images name a thief 3x as often as female ones (60 % vs 20 %)."""
     rng = random.Random(seed)
     specs = []
     for i in range(n):
@@ -67,10 +67,12 @@ def test_audit_json_holds_the_planted_numbers(audited):
     female = comp["images"]["gender"]["groups"]["female"]
     assert (female["count"], female["n"]) == (200, 400)
     alt = doc["crime"]["alt"]["gender"]
-    # female images: thief on i % 10 == 1 -> 40 of 200; male: i % 10 in (0, 2, 4) -> 60 of 200
-    assert (alt["female"]["matches"], alt["female"]["n"]) == (20, 200)
-    assert (alt["male"]["matches"], alt["male"]["n"]) == (60, 200)
-    assert alt["male"]["delta_pct"] == pytest.approx(100 * (60 / 200) / (80 / 400) - 100)
+    # female images (odd i): thief when i % 10 == 1 -> 40 of 200; male (even i): i % 10 in (0, 2, 4)
+    # -> 120 of 200; overall 160 of 400, so male Δ = 0.6 / 0.4 - 1 = +50 %
+    assert (alt["female"]["matches"], alt["female"]["n"]) == (40, 200)
+    assert (alt["male"]["matches"], alt["male"]["n"]) == (120, 200)
+    assert alt["male"]["delta_pct"] == pytest.approx(50.0)
+    assert alt["female"]["delta_pct"] == pytest.approx(-50.0)
     assert doc["crime"]["person"]["cap"]["overall"]["n"] == comp["n_boxes"]
 
 
@@ -87,8 +89,8 @@ def test_themes_tie_the_planted_topics_to_their_gender(audited):
         best = by["identities"][identity]["themes"][0]["latent"]
         return {w["word"] if isinstance(w, dict) else w for w in latents[str(best)]["words"]}
 
-    art_words = {w for c in ART for w in c.split()}
-    sport_words = {w for c in SPORT for w in c.split()}
+    art_words = {"canvas", "paints", "violin", "poetry", "ballet", "dances", "stage"}
+    sport_words = {"football", "kicks", "marathon", "tennis", "clay", "court", "lifts", "weights", "gym"}
     assert top_words("female") & art_words and not top_words("female") & sport_words
     assert top_words("male") & sport_words and not top_words("male") & art_words
 
