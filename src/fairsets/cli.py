@@ -26,6 +26,7 @@ from . import _cli_util
 from ._cli_util import die, report_unexpected, report_usage
 from .annotate.cli import annotate_app
 from .audit.cli import audit_app, card_app
+from .audit.persons.cli import audit_persons_cmd, audit_transfer_cmd
 from .debias.cli import debias_app
 from .fetch.cli import download_cmd
 from .geo.cli import geo_app
@@ -142,6 +143,8 @@ app.add_typer(fetch_app, name="fetch")
 app.command("download")(download_cmd)
 app.add_typer(review_app, name="review")
 app.command("publish")(publish_cmd)
+audit_app.command("persons")(audit_persons_cmd)
+audit_app.command("transfer")(audit_transfer_cmd)
 app.add_typer(audit_app, name="audit")
 app.add_typer(debias_app, name="debias")
 app.add_typer(card_app, name="card")

@@ -303,12 +303,3 @@ def card_update_cmd(
     except (OSError, ValueError) as exc:
         die(exc)
     typer.echo(f"updated {path}")
-
-
-from fairsets.audit.persons.cli import audit_persons_cmd  # noqa: E402
-
-audit_app.command("persons")(audit_persons_cmd)
-
-from fairsets.audit.persons.transfer_cli import audit_transfer_cmd  # noqa: E402
-
-audit_app.command("transfer")(audit_transfer_cmd)

@@ -240,8 +240,8 @@ def run_persons_audit(
             (:class:`fairsets.models.ModelUnavailable`), a missing extra
             (:class:`fairsets.core.step.MissingDependency`).
     """
-    from fairsets import __version__
     from fairsets.core.step import MissingDependency
+    from fairsets.core.version import __version__
     from fairsets.models import ModelUnavailable
 
     from . import tables

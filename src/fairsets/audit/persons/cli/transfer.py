@@ -16,13 +16,13 @@ import typer
 from fairsets._cli_util import die, setup_logging
 from fairsets.audit.cli import MODEL_HELP, PRETRAINED_HELP, check_out, load_vlm_or_die
 
-from .transfer import DEFAULT_TEMPLATE
+from ..transfer import DEFAULT_TEMPLATE
 
 __all__ = ["audit_transfer_cmd"]
 
 
 def _check_gender_labels(folder: Path, what: str) -> None:
-    from .tables import connect
+    from ..tables import connect
 
     con = connect(folder)
     try:
@@ -96,8 +96,8 @@ def audit_transfer_cmd(
     from fairsets.annotate.cli.options import library_errors
     from fairsets.core.progress import Progress
 
-    from . import transfer as T
-    from . import transfer_run as R
+    from .. import transfer as T
+    from .. import transfer_run as R
 
     setup_logging(False, quiet)
     errors = library_errors()
@@ -128,7 +128,7 @@ def audit_transfer_cmd(
     generation = None
     if generate is not None and generated is not None:
         try:
-            from .tables import connect
+            from ..tables import connect
 
             con = connect(ann)
             try:

@@ -93,7 +93,7 @@ def audit_persons_cmd(
     from fairsets.audit.cli import check_out
     from fairsets.core.progress import Progress
 
-    from .run import AUDIT_FILE, REPORT_FILE, run_persons_audit
+    from ..run import AUDIT_FILE, REPORT_FILE, run_persons_audit
 
     setup_logging(False, quiet)
     device = checked_device(device)
