@@ -1,5 +1,6 @@
-"""``fairsets audit`` (audit models on a published dataset: ``vlm``, ``utility``) and ``fairsets
-card`` (add an audit's tables to a dataset card).
+"""``fairsets audit`` (audit models on a published dataset: ``vlm``, ``utility``; the audits of
+annotation folders, ``persons`` and ``transfer``, are in :mod:`fairsets.audit.persons.cli`) and
+``fairsets card`` (add an audit's tables to a dataset card).
 
 :mod:`fairsets.cli` adds :data:`audit_app` and :data:`card_app` as the ``audit`` and ``card`` groups.
 The checks that fail before any work or model load (:func:`check_out`, :func:`check_dataset`,
@@ -292,10 +293,25 @@ card_app = typer.Typer(help="Dataset card maintenance.", no_args_is_help=True)
 
 @card_app.command("update")
 def card_update_cmd(
-    dataset: Annotated[Path, typer.Argument(help="A published dataset folder.")],
-    audit: Annotated[Path, typer.Option("--audit", help="An audit folder (fairsets audit vlm --out).")],
+    dataset: Annotated[
+        Path,
+        typer.Argument(
+            help="A published dataset folder, or an annotation folder (fairsets annotate persons --out) "
+            "for a persons audit."
+        ),
+    ],
+    audit: Annotated[
+        Path,
+        typer.Option(
+            "--audit",
+            help="An audit folder (fairsets audit vlm --out; fairsets audit persons --out for an "
+            "annotation folder).",
+        ),
+    ],
 ) -> None:
-    """Add an audit's tables to the card's bias section (and update manifest.json)."""
+    """Add an audit's tables to a card's bias section: a VLM audit to a published face dataset
+    (manifest.json updated), a persons audit to an annotation folder's card (kept for fairsets
+    publish; a prepared card is updated in place)."""
     from fairsets.audit.card import update_card
 
     try:
