@@ -270,6 +270,8 @@ def test_progress_counts_the_distinct_texts(tmp_path: Path) -> None:
 
     sentiment(con, progress=Recorder(), batch=5, min_count=1)
     assert seen == {"what": "sentiment (vader)", "total": len(POOL), "done": len(POOL)}
+    # DuckDB's own bar is off while the texts stream out, and the connection's setting restored after
+    assert con.execute("SELECT current_setting('enable_progress_bar')").fetchall() == [(True,)]
 
 
 def test_malformed_scores_are_a_clear_error(tmp_path: Path) -> None:
@@ -413,3 +415,16 @@ def test_unavailable_model_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.
     empty.mkdir()
     with pytest.raises(ModelUnavailable, match="local model folder"):
         TransformerScorer(str(empty))
+
+
+def test_vader_workers_give_the_same_numbers(tmp_path: Path) -> None:
+    specs = _random_specs(5, 200)[0]
+    con = connect(write_person_tables(tmp_path / "a", specs))
+    one = sentiment(con, texts=("alt",), min_count=20)
+    with VaderScorer(workers=2) as scorer:
+        texts = [*POOL, *POOL]
+        assert scorer.score(texts) == VaderScorer().score(texts)
+        assert [v for v, _ in scorer.score(texts)] == [_vader(t) for t in texts]
+        assert sentiment(con, texts=("alt",), min_count=20, scorer=scorer, batch=9) == one
+    with pytest.raises(ValueError, match="workers"):
+        VaderScorer(workers=0)
