@@ -261,16 +261,18 @@ def test_progress_counts_the_distinct_texts(tmp_path: Path) -> None:
         def stage(self, what, total, rates=()):
             import contextlib
 
-            seen.update(what=what, total=total, done=0)
+            bar = con.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]
+            seen.update(what=what, total=total, done=0, duckdb_bar=bar)
 
             def advance(n=1, **_):
                 seen["done"] += n
 
             return contextlib.nullcontext(advance)
 
+    con.execute("SET enable_progress_bar = true")
     sentiment(con, progress=Recorder(), batch=5, min_count=1)
-    assert seen == {"what": "sentiment (vader)", "total": len(POOL), "done": len(POOL)}
     # DuckDB's own bar is off while the texts stream out, and the connection's setting restored after
+    assert seen == {"what": "sentiment (vader)", "total": len(POOL), "done": len(POOL), "duckdb_bar": False}
     assert con.execute("SELECT current_setting('enable_progress_bar')").fetchall() == [(True,)]
 
 
