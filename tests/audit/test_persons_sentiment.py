@@ -291,8 +291,18 @@ def test_malformed_scores_are_a_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="returned 0 scores for 1 texts"):
         sentiment(con, scorer=Short())
-    with pytest.raises(ValueError, match="finite value and one of NEG, NEU, POS"):
-        sentiment(con, scorer=BadLabel())
+
+    class TooLarge(Short):
+        def score(self, texts):
+            return [(3.5, "POS") for _ in texts]
+
+    class Unlabelled(Short):
+        def score(self, texts):
+            return [(0.5, "positive") for _ in texts]
+
+    for bad in (BadLabel(), TooLarge(), Unlabelled()):
+        with pytest.raises(ValueError, match=r"a value in \[-1, 1\] and one of NEG, NEU, POS"):
+            sentiment(con, scorer=bad)
     with pytest.raises(ValueError, match="scorer must have"):
         sentiment(con, scorer=object())
 
