@@ -132,7 +132,7 @@ def _vader_label(value: float) -> str:
 class VaderScorer:
     """VADER's compound score; ``NEG`` at ≤ −0.05, ``POS`` at ≥ 0.05, else ``NEU``.
 
-    VADER is pure Python (some 5–30 thousand texts a second on one core, slower for longer texts);
+    VADER is pure Python (some 7–14 thousand short captions a second on one core, fewer for long ones);
     ``workers`` > 1 scores each batch in that many worker processes (started on first use, with
     ``spawn``; :meth:`close` or the end of a ``with`` block stops them). The scores do not depend
     on ``workers``.
