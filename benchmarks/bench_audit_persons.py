@@ -418,8 +418,9 @@ def _contains(s: Any, pattern: str) -> Any:
     return s.str.contains(pattern if arrow else python_pattern(pattern), regex=True).astype(bool)
 
 
-def run_pandas(ann: Path) -> dict[str, Any]:
-    """The same numbers with plain pandas: whole tables in memory, merge, groupby, str.contains."""
+def run_pandas(ann: Path, regex: str = "arrow") -> dict[str, Any]:
+    """The same numbers with plain pandas: whole tables in memory, merge, groupby, str.contains
+    (``regex="re"``: on object strings, so with Python ``re``; ``"arrow"``: pandas' default dtype)."""
     import numpy as np
     import pandas as pd
 
@@ -436,6 +437,8 @@ def run_pandas(ann: Path) -> dict[str, Any]:
         boxes = boxes.merge(labels, on=[*key, "box_id"], how="left")
     images = pd.read_parquet(ann / "images", columns=["shard", "key", "caption", "status"])
     images = images[images["status"] == "ok"].drop(columns="status")
+    if regex == "re":
+        images["caption"] = images["caption"].astype(object)
     g = boxes["perceived_gender"]
     per = (
         boxes.assign(
@@ -524,7 +527,7 @@ def _child(side: str, ann: Path, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, __file__, "--side", side, "--ann", str(ann), "--result", str(out)]
-        cmd += ["--memory-limit", args.memory_limit]
+        cmd += ["--memory-limit", args.memory_limit, "--pandas-regex", args.pandas_regex]
         if args.threads:
             cmd += ["--threads", str(args.threads)]
         t = time.perf_counter()
@@ -560,6 +563,12 @@ def main() -> None:
     )
     ap.add_argument("--memory-limit", default="1GB", help="DuckDB's memory limit on the fairsets side")
     ap.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: one per core)")
+    ap.add_argument(
+        "--pandas-regex",
+        choices=("arrow", "re"),
+        default="arrow",
+        help="pandas' string matching: arrow (pandas' default Arrow strings, RE2) or re (object strings)",
+    )
     ap.add_argument("--skip-pandas", action="store_true", help="measure fairsets alone")
     ap.add_argument("--side", choices=("fairsets", "pandas"), help=argparse.SUPPRESS)
     ap.add_argument("--ann", help=argparse.SUPPRESS)
@@ -568,7 +577,9 @@ def main() -> None:
     if args.side:  # a child: one side, its result as JSON
         ann = Path(args.ann)
         result = (
-            run_fairsets(ann, args.memory_limit, args.threads) if args.side == "fairsets" else run_pandas(ann)
+            run_fairsets(ann, args.memory_limit, args.threads)
+            if args.side == "fairsets"
+            else run_pandas(ann, args.pandas_regex)
         )
         Path(args.result).write_text(json.dumps(result))
         return
@@ -580,7 +591,11 @@ def main() -> None:
         ann = make_folder(
             work / f"ann-{args.rows}-{args.files}-{args.seed}", args.rows, args.files, args.seed
         )
-        print(f"cores: {os.cpu_count()}; DuckDB memory limit {args.memory_limit}", flush=True)
+        print(
+            f"cores: {os.cpu_count()}; DuckDB memory limit {args.memory_limit}; "
+            f"pandas {args.pandas_regex} regular expressions",
+            flush=True,
+        )
         fs = _child("fairsets", ann, args)
         if args.skip_pandas:
             for step, s in fs["times"].items():
