@@ -226,3 +226,13 @@ def test_word_files(tmp_path: Path) -> None:
         crime_association(None, texts=["captions"])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="min_count"):
         crime_association(None, min_count=0)  # type: ignore[arg-type]
+
+
+def test_whitespace_only_texts_are_no_text(tmp_path: Path) -> None:
+    """Tabs, newlines and no-break spaces alone are no text (as for sentiment), not a non-matching text."""
+    blanks = ["", "   ", "\t\n", "\u00a0\u2003", "\x0b"]
+    specs = [ImageSpec([("male", "white", 0.1)], alt=b) for b in blanks]
+    specs.append(ImageSpec([("female", "white", 0.1)], alt="\ta thief\u00a0"))
+    got = crime_association(connect(write_person_tables(tmp_path / "a", specs)), ["thief"], min_count=1)
+    alt = got["alt"]
+    assert (alt["overall"]["matches"], alt["overall"]["n"], alt["no_text"]) == (1, 1, len(blanks))

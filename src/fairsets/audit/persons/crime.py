@@ -47,6 +47,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10 needs the tomli ba
 
 from fairsets.annotate.layout import AnnotationError
 from fairsets.audit.persons.composition import GENDERS, share
+from fairsets.audit.persons.tables import blank_sql
 
 if TYPE_CHECKING:
     import duckdb
@@ -253,7 +254,7 @@ def crime_association(
         raise ValueError("the crime words must be a non-empty list of non-empty strings")
     pattern = word_pattern(words)
     hit = (  # NULL: no text; a literal pattern, so DuckDB compiles it once
-        "CASE WHEN trim(coalesce(caption, '')) = '' THEN NULL "
+        f"CASE WHEN {blank_sql('caption')} THEN NULL "
         f"ELSE regexp_matches(caption, {_literal_sql(pattern)}) END"
     )
     out: dict[str, Any] = {"words": list(words), "pattern": pattern, "min_count": min_count}

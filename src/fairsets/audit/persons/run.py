@@ -39,6 +39,8 @@ from typing import Any
 
 from fairsets.core.atomic import atomic_write_bytes, atomic_write_text
 
+from .tables import blank_sql
+
 __all__ = ["AUDIT_FILE", "REPORT_FILE", "SCHEMA", "WORK_DIR", "run_persons_audit"]
 
 logger = logging.getLogger(__name__)
@@ -58,7 +60,7 @@ def _identity_sql(text: str, con: Any) -> tuple[str, str]:
         g = "perceived_gender" if "perceived_gender" in cols else "NULL::VARCHAR"
         r = "perceived_race" if "perceived_race" in cols else "NULL::VARCHAR"
         captioner = con.execute(
-            "SELECT annotator FROM captions WHERE trim(coalesce(caption, '')) <> '' "
+            f"SELECT annotator FROM captions WHERE NOT {blank_sql('caption')} "
             "GROUP BY annotator ORDER BY count(*) DESC, annotator LIMIT 1"
         ).fetchone()
         if captioner is None:
@@ -66,13 +68,13 @@ def _identity_sql(text: str, con: Any) -> tuple[str, str]:
         name = captioner[0].replace("'", "''")
         sql = (
             f"SELECT shard || '/' || key || '/' || box_id::VARCHAR AS rk, caption, {g} AS g, {r} AS r "
-            f"FROM captions WHERE annotator = '{name}' AND trim(coalesce(caption, '')) <> ''"
+            f"FROM captions WHERE annotator = '{name}' AND NOT {blank_sql('caption')}"
         )
         return sql, captioner[0]
     sql = (  # an image is in a race group only when all its labelled boxes share that race
         "SELECT shard || '/' || key AS rk, caption, gender AS g, "
         "CASE WHEN len(races) = 1 THEN races[1] END AS r "
-        "FROM person_images WHERE trim(coalesce(caption, '')) <> ''"
+        f"FROM person_images WHERE NOT {blank_sql('caption')}"
     )
     return sql, "alt-text"
 

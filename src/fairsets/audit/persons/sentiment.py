@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fairsets.audit.persons.composition import GENDERS, share
+from fairsets.audit.persons.tables import blank_sql
 
 if TYPE_CHECKING:
     import duckdb
@@ -81,7 +82,6 @@ _UNIT = 10**12
 #: The largest |value| a scorer may return (1, with room for float rounding of P(pos) − P(neg)).
 _MAX_VALUE = 1.0 + 1e-9
 #: SQL true for a NULL text or one of only whitespace (ASCII or Unicode spaces: tabs, newlines, NBSP).
-_BLANK = r"regexp_full_match(coalesce({col}, ''), '[\s\x0b\pZ]*')"
 #: Label names of common sentiment classifiers, lower-cased, mapped to ours.
 _LABEL_NAMES = {
     "neg": "NEG",
@@ -385,7 +385,7 @@ def _score_texts(
     distinct = (
         "SELECT DISTINCT text FROM ("
         + " UNION ALL ".join(f"SELECT caption AS text FROM {s}" for s in sources)
-        + f") WHERE NOT {_BLANK.format(col='text')}"
+        + f") WHERE NOT {blank_sql('text')}"
     )
     total = con.execute(f"SELECT count(*) FROM ({distinct})").fetchall()[0][0] if progress is not None else 0
     schema = pa.schema([("text", pa.string()), ("value", pa.float64()), ("label", pa.string())])

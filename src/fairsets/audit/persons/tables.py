@@ -39,7 +39,7 @@ from fairsets.annotate.read import attribute_names
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["GENDER_RULE", "attributes", "connect", "has_captions"]
+__all__ = ["GENDER_RULE", "attributes", "blank_sql", "connect", "has_captions"]
 
 #: The image-level gender rule, as SQL over the per-image counts (documented in the module docstring).
 GENDER_RULE = (
@@ -77,6 +77,12 @@ def has_captions(ann: str | os.PathLike[str]) -> bool:
     """Whether ``ann`` has person captions (``annotate caption``)."""
     root = Path(ann) / layout.CAPTIONS_DIR
     return root.is_dir() and any(_files(p) for p in root.iterdir() if p.is_dir())
+
+
+def blank_sql(column: str) -> str:
+    """SQL that is true when ``column`` is NULL or blank: nothing but whitespace (spaces, tabs,
+    newlines, Unicode spaces such as the no-break space). Every audit leaves such texts out."""
+    return rf"regexp_full_match(coalesce({column}, ''), '[\s\x0b\pZ]*')"
 
 
 def connect(
