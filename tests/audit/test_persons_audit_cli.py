@@ -188,3 +188,13 @@ def test_a_corrupt_table_is_one_line(tmp_path):
     res = _run(str(ann), "--out", str(tmp_path / "o"), "--sentiment", "none", "--themes", "none")
     assert res.exit_code == 2, res.output
     assert "cannot be read" in res.output and "Traceback" not in res.output
+
+
+def test_sentiment_with_two_workers_gives_the_same_numbers(ann, audited, tmp_path):
+    out = tmp_path / "o"
+    res = _run(str(ann), "--out", str(out), "--workers", "2", "--themes", "none", "-q")
+    assert res.exit_code == 0, res.output
+    one = json.loads((audited / "audit.json").read_text(encoding="utf-8"))["sentiment"]
+    two = json.loads((out / "audit.json").read_text(encoding="utf-8"))["sentiment"]
+    assert one is not None and two == one
+    assert one["alt"]["overall"]["n"] == 400 and one["scorer"]["name"] == "vader"

@@ -202,6 +202,7 @@ def run_persons_audit(
     crime_words: str | os.PathLike[str] | None = None,
     min_count: int = 100,
     sentiment: str | None = "vader",
+    sentiment_workers: int = 1,
     themes: str | None = "auto",
     themes_text: str | None = None,
     themes_max_texts: int = 20_000,
@@ -225,6 +226,7 @@ def run_persons_audit(
         crime_words: a TOML word list (``words = [...]``); default: the list that ships.
         min_count: the fewest texts (or images) behind a reported ratio.
         sentiment: ``"vader"``, a transformer model (local folder or hub id), or None.
+        sentiment_workers: processes scoring VADER in parallel (the same numbers for any count).
         themes: ``"auto"`` (MiniLM when it loads), a sentence-transformers model, or None.
         themes_text: ``"person"`` or ``"alt"`` (default: person captions when there are any).
         themes_max_texts, sae_latents, sae_k, sae_steps, min_support, n_boot, seed: the themes' settings.
@@ -293,7 +295,7 @@ def run_persons_audit(
             skipped["sentiment"] = "not asked for (--sentiment none)"
         else:
             try:
-                section = _sentiment(con, sentiment, min_count, device, progress)
+                section = _sentiment(con, sentiment, min_count, device, sentiment_workers, progress)
                 doc["sentiment"] = section
                 doc["settings"]["sentiment"] = section["scorer"]["name"]
             except MissingDependency as exc:
@@ -339,10 +341,12 @@ def run_persons_audit(
     return doc
 
 
-def _sentiment(con: Any, name: str, min_count: int, device: str, progress: Any) -> dict[str, Any]:
+def _sentiment(
+    con: Any, name: str, min_count: int, device: str, workers: int, progress: Any
+) -> dict[str, Any]:
     from . import sentiment as s
 
-    scorer = s.VaderScorer() if name == "vader" else s.TransformerScorer(name, device=device)
+    scorer = s.VaderScorer(workers=workers) if name == "vader" else s.TransformerScorer(name, device=device)
     return s.sentiment(con, scorer=scorer, min_count=min_count, progress=progress)
 
 

@@ -58,6 +58,9 @@ def audit_persons_cmd(
         str,
         typer.Option(help="vader, a NEG/NEU/POS text-classification model (folder or hub id), or none."),
     ] = "vader",
+    workers: Annotated[
+        int, typer.Option(help="Processes scoring VADER sentiment in parallel (same numbers for any count).")
+    ] = 1,
     themes: Annotated[
         str,
         typer.Option(
@@ -111,6 +114,7 @@ def audit_persons_cmd(
             crime_words=crime_words,
             min_count=min_count,
             sentiment=None if sentiment.strip().lower() in none else sentiment.strip(),
+            sentiment_workers=workers,
             themes=None if themes.strip().lower() in none else themes.strip(),
             themes_text=themes_text,
             themes_max_texts=themes_max_texts,
