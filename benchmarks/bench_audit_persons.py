@@ -23,8 +23,10 @@ Each side runs in its own child process, so its peak RSS (``ru_maxrss``) is its 
   boxes, ``groupby`` per image and per group, and ``Series.str.contains`` with the very patterns
   fairsets builds (:func:`fairsets.audit.persons.crime.word_pattern`,
   :func:`fairsets.audit.persons.transfer.category_pattern`). With pandas ≥ 3 and pyarrow, string
-  columns are Arrow-backed and ``str.contains`` runs RE2 (Arrow's), as DuckDB does; on an object
-  column the patterns are translated to Python ``re`` (``\\pL\\pN_`` → ``\\w``).
+  columns are Arrow-backed and ``str.contains`` runs RE2 (Arrow's), as DuckDB does
+  (``--pandas-regex arrow``, the default: the strongest plain-pandas baseline);
+  ``--pandas-regex re`` casts the alt-texts to object strings, so pandas runs Python ``re`` with
+  the patterns translated (``\\pL\\pN_`` → ``\\w``; the same matches on these texts).
 
 Printed: per step (read + join, composition, crime words, data bias) the seconds of each side and
 their ratio, the total ratio, each side's peak RSS, whether the targets hold (≥ 10× faster,

@@ -28,8 +28,18 @@ def _bench() -> Any:
     return module
 
 
-def _run(work: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(BENCH), "--rows", str(ROWS), "--files", str(FILES), "--work", str(work)]
+def _run(work: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [
+        sys.executable,
+        str(BENCH),
+        "--rows",
+        str(ROWS),
+        "--files",
+        str(FILES),
+        "--work",
+        str(work),
+        *extra,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -82,6 +92,14 @@ def test_a_second_run_reuses_the_folder(smoke: tuple[Path, Any]) -> None:
     proc = _run(work)
     assert proc.returncode == 0 and "re-using" in proc.stdout, proc.stdout + proc.stderr
     assert "same numbers: yes" in proc.stdout
+
+
+def test_pandas_with_python_re_gives_the_same_numbers(smoke: tuple[Path, Any]) -> None:
+    work, first = smoke
+    assert first.returncode == 0, first.stderr
+    proc = _run(work, "--pandas-regex", "re")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "pandas re regular expressions" in proc.stdout and "same numbers: yes" in proc.stdout
 
 
 def test_a_disagreement_is_listed_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
