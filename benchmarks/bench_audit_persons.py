@@ -10,9 +10,10 @@ boxes unlabelled; 1–2 % of images failed. Alt-texts are drawn from two generat
 images of mostly women, one for mostly men) that name the social categories of
 :func:`fairsets.audit.persons.transfer.load_categories` (each with its own gender lean, Zipf-like
 frequencies, plurals, capitals and hyphens), crime words of the default list (more often in the
-men's pool) and near misses (``nursery``, ``thiefdom``), with some NULL and blank alt-texts, so
-every aggregation has real matches and non-matches. Generation is vectorised (numpy + pyarrow) and
-cached in ``--work`` (re-used when the folder was written with the same settings).
+men's pool) and near misses (``nursery``, ``thiefdom``), with some NULL and blank alt-texts
+(spaces, a tab, a no-break space), so every aggregation has real matches and non-matches.
+Generation is vectorised (numpy + pyarrow) and cached in ``--work`` (re-used when the folder was
+written with the same settings).
 
 Each side runs in its own child process, so its peak RSS (``ru_maxrss``) is its own:
 
@@ -59,7 +60,7 @@ except ImportError:  # run from a checkout without an install
     sys.path.insert(0, str(ROOT / "src"))
 
 #: Settings that make a generated folder; a cached folder is re-used only when they all agree.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 GENDERS = ("female", "male", "mixed", "unclear")
 RACES = (
     "white",
@@ -190,7 +191,9 @@ def alt_pools(seed: int) -> tuple[list[str | None], list[str | None]]:
         for _ in range(POOL):
             u = rng.random(4)
             if u[0] < 0.01:
-                pool.append(None if u[1] < 0.6 else ("" if u[1] < 0.8 else "   "))
+                pool.append(
+                    None if u[1] < 0.6 else ("" if u[1] < 0.75 else ("   " if u[1] < 0.9 else "\t\u00a0 "))
+                )
                 continue
             words = list(rng.choice(FILLER, rng.integers(2, 9)))
             words.insert(int(rng.integers(0, len(words) + 1)), str(rng.choice(SUBJECTS)))
@@ -497,7 +500,7 @@ def run_pandas(ann: Path, regex: str = "arrow") -> dict[str, Any]:
 
     t = time.perf_counter()
     cap = pi["caption"]
-    texted = cap.notna() & cap.fillna("").str.strip(" ").ne("")
+    texted = cap.notna() & cap.fillna("").str.strip().ne("")  # blank: only whitespace
     n["crime.no_text"] = int((~texted).sum())
     alt = pi.loc[texted, [*key, "gender", "caption"]]
     alt["hit"] = _contains(alt["caption"], word_pattern(load_crime_words()))
