@@ -498,6 +498,38 @@ def test_null_sections_are_explained(tmp_path):
     assert "Sentiment was not computed: the audit has no such section." in visible
 
 
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        (("composition", "boxes", "gender"), [1, 2]),
+        (("composition", "boxes", "race", "groups"), "white"),
+        (("composition", "persons_per_image", "bins"), 3),
+        (("composition", "box_area", "counts"), {"a": 1}),
+        (("crime", "alt", "gender", "female"), None),
+        (("crime", "words"), 12),
+        (("sentiment", "alt", "overall", "mean_ci95"), [0.1]),
+        (("sentiment", "person", "cap", "race"), ["black"]),
+        (("themes", "by_attribute", "gender", "identities", "female", "themes"), 7),
+        (("themes", "sae", "metrics"), "fvu"),
+    ],
+)
+def test_odd_values_inside_sections_render_without_a_crash(planted, tmp_path, where, value):
+    """The check guards the document's shape; anything odd inside a section shows as "–" or a
+    sentence instead of a traceback, and the rest of the report is still there."""
+    import copy
+
+    audit = copy.deepcopy(planted[0])
+    node = audit
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    text = render_persons_report(audit, tmp_path / "odd.html").read_text("utf-8")
+    page = parse(text)
+    assert "<script" not in text.lower()
+    assert has_row(page, "Annotation folder", 'ann<b>"x"') and has_row(page, "Shards", "3")
+    assert all(src.startswith("data:image/png;base64,") for src in page.imgs) and len(page.imgs) >= 8
+
+
 def test_same_audit_same_bytes(planted, tmp_path):
     audit, path, _ = planted
     again = render_persons_report(audit, tmp_path / "again.html")

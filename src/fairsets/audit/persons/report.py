@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,10 @@ def _map(x: Any) -> Mapping[str, Any]:
     return x if isinstance(x, Mapping) else {}
 
 
+def _seq(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, (list, tuple)) else []
+
+
 def _val(ci: Any, i: int) -> float:
     return float(ci[i]) if isinstance(ci, (list, tuple)) and len(ci) == 2 and _is_num(ci[i]) else math.nan
 
@@ -227,8 +232,15 @@ def _kv(rows: Sequence[tuple[str, Any]]) -> dict[str, Any]:
     return {"kind": "kv", "rows": [(k, v if isinstance(v, str) else _text(v)) for k, v in rows]}
 
 
+_NUMERIC = re.compile(r"^[-+–\d.,\[\]% e]*$")
+
+
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], caption: str = "") -> dict[str, Any]:
-    return {"kind": "table", "head": list(head), "rows": [list(r) for r in rows], "caption": caption}
+    """A table; the columns whose cells are all numbers (or "–") are right-aligned, never wrapped."""
+    width = max((len(r) for r in rows), default=0)
+    numeric = [i > 0 and all(i >= len(r) or _NUMERIC.match(r[i]) for r in rows) for i in range(width)]
+    cells = [[(c, numeric[i]) for i, c in enumerate(r)] for r in rows]
+    return {"kind": "table", "head": list(head), "rows": cells, "caption": caption}
 
 
 def _img(src: str, alt: str) -> dict[str, Any]:
@@ -274,7 +286,7 @@ def _setup(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows: list[tuple[str, Any]] = [
         ("Annotation folder", audit.get("annotations")),
         ("fairsets version", audit.get("fairsets_version")),
-        ("Attributes", ", ".join(map(str, audit.get("attributes") or [])) or "none"),
+        ("Attributes", ", ".join(map(str, _seq(audit.get("attributes")))) or "none"),
         ("Shards", _count(audit.get("n_shards"))),
         ("Minimum count", _count(settings.get("min_count"))),
         ("Crime words", settings.get("crime_words")),
@@ -387,11 +399,11 @@ def _composition(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _persons_per_image(ppi: Any) -> list[dict[str, Any]]:
     blocks = [_h("Persons per image")]
-    if not isinstance(ppi, Mapping) or not ppi.get("bins"):
+    if not isinstance(ppi, Mapping) or not _seq(ppi.get("bins")):
         return [*blocks, _p("No persons-per-image histogram in the audit.")]
-    bins = [str(b) for b in ppi["bins"]]
-    counts = list(ppi.get("counts") or [])
-    shares = list(ppi.get("shares") or [])
+    bins = [str(b) for b in _seq(ppi.get("bins"))]
+    counts = _seq(ppi.get("counts"))
+    shares = _seq(ppi.get("shares"))
     blocks.append(
         _p(
             f"Most persons in one image: {_count(ppi.get('max'))}; mean per person image: "
@@ -418,11 +430,11 @@ def _persons_per_image(ppi: Any) -> list[dict[str, Any]]:
 
 def _box_area(area: Any) -> list[dict[str, Any]]:
     blocks = [_h("Box area (share of the image)")]
-    if not isinstance(area, Mapping) or not area.get("counts"):
+    if not isinstance(area, Mapping) or not _seq(area.get("counts")):
         return [*blocks, _p("No box-area histogram in the audit.")]
-    edges = list(area.get("edges") or [])
-    counts = list(area["counts"])
-    shares = list(area.get("shares") or [])
+    edges = _seq(area.get("edges"))
+    counts = _seq(area.get("counts"))
+    shares = _seq(area.get("shares"))
     if len(edges) == len(counts) + 1 and all(_is_num(e) for e in edges):
         labels = [f"{edges[i]:.2f}–{edges[i + 1]:.2f}" for i in range(len(counts))]
     else:
@@ -472,7 +484,7 @@ def _crime(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
     crime = audit.get("crime")
     if not isinstance(crime, Mapping):
         return [_p("The crime-word association was not computed (the audit has no crime section).")]
-    words = [str(w) for w in crime.get("words") or []]
+    words = [str(w) for w in _seq(crime.get("words"))]
     blocks: list[dict[str, Any]] = [
         _p(
             f"Δ% = 100 × (rate of the group / overall rate − 1); Δ is shown only for groups with at least "
@@ -646,7 +658,7 @@ def _sent_row(name: str, r: Any) -> list[str]:
 
 
 def _latent_name(latent: Any, n: int = 4) -> str:
-    words = [_text(w.get("word"), 40) for w in latent.get("words") or [] if isinstance(w, Mapping)]
+    words = [_text(w.get("word"), 40) for w in _seq(latent.get("words")) if isinstance(w, Mapping)]
     return ", ".join(words[:n]) if words else "(no distinctive word)"
 
 
@@ -712,7 +724,7 @@ def _themes(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
                 )
             )
             rows, names, pmis, cis = [], [], [], []
-            for t in info.get("themes") or []:
+            for t in _seq(info.get("themes")):
                 t = _map(t)
                 lat = _map(latents.get(str(t.get("latent"))))
                 name = _latent_name(lat)
@@ -760,12 +772,12 @@ def _themes(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
                 lat = _map(lat)
                 words = [
                     [_text(w.get("word"), 60), _num(w.get("lift"), 2), _count(w.get("count"))]
-                    for w in lat.get("words") or []
+                    for w in _seq(lat.get("words"))
                     if isinstance(w, Mapping)
                 ]
                 caps = [
                     f"{_num(c.get('activation'), 3)} — {_caption(c.get('caption'))}"
-                    for c in lat.get("top_captions") or []
+                    for c in _seq(lat.get("top_captions"))
                     if isinstance(c, Mapping)
                 ]
                 body = [
@@ -871,8 +883,7 @@ TEMPLATE = """\
 {%- if b.caption %}<caption>{{ b.caption }}</caption>{% endif %}
 <tr>{% for h in b.head %}<th>{{ h }}</th>{% endfor %}</tr>
 {%- for r in b.rows %}
-<tr>{% for c in r %}{% if loop.first %}<td>{{ c }}</td>
-{%- else %}<td class="n">{{ c }}</td>{% endif %}{% endfor %}</tr>
+<tr>{% for c, n in r %}<td{% if n %} class="n"{% endif %}>{{ c }}</td>{% endfor %}</tr>
 {%- endfor %}
 </table>
 {%- elif b.kind == "img" %}
@@ -906,8 +917,8 @@ table { border-collapse: collapse; margin: .6rem 0; font-size: .88rem; }
 caption { text-align: left; color: #555; padding: .2rem 0; }
 th, td { border: 1px solid #d0d0d0; padding: .25rem .5rem; text-align: left; vertical-align: top;
          overflow-wrap: anywhere; }
-th { background: #f3f3f3; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f3f3f3; white-space: nowrap; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 table.kv th { width: 14rem; }
 .fig { overflow-x: auto; margin: .6rem 0; }
 .fig img { display: block; max-width: none; }
