@@ -530,6 +530,13 @@ def test_odd_values_inside_sections_render_without_a_crash(planted, tmp_path, wh
     assert all(src.startswith("data:image/png;base64,") for src in page.imgs) and len(page.imgs) >= 8
 
 
+def test_control_characters_do_not_reach_the_page(planted, tmp_path):
+    audit = dict(planted[0], annotations="ann\x00\x1b[31mred\nline")
+    text = render_persons_report(audit, tmp_path / "ctl.html").read_text("utf-8")
+    assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", text)
+    assert has_row(parse(text), "Annotation folder", "ann [31mred line")
+
+
 def test_same_audit_same_bytes(planted, tmp_path):
     audit, path, _ = planted
     again = render_persons_report(audit, tmp_path / "again.html")

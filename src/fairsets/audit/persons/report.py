@@ -11,8 +11,8 @@ bytes.
 **Hostile text.** Captions, alt-texts, group labels and file names in the audit are data a user
 did not write: everything goes through Jinja2's autoescaping, a displayed caption is cut to
 :data:`CAPTION_CHARS` characters (the full text stays in ``audit.json``), any other string to
-:data:`TEXT_CHARS`, and plot labels are cut to 40 characters with ``$`` kept from matplotlib's
-mathtext.
+:data:`TEXT_CHARS`, control characters become spaces, and plot labels are cut to 40 characters
+with ``$`` kept from matplotlib's mathtext.
 
 Layout, top to bottom (any section that is null or absent in the audit gets one sentence that says
 why, taken from ``skipped`` or the section's own reason):
@@ -127,13 +127,21 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+def _clean(text: str) -> str:
+    """Control characters (NUL, escape sequences, line breaks, ...) become one space each run."""
+    return _CONTROL.sub(" ", text)
+
+
 def _text(x: Any, limit: int = TEXT_CHARS) -> str:
     """Any value as display text, cut to ``limit`` characters (escaping is the template's)."""
     if x is None:
         return "–"
     if isinstance(x, (list, tuple)):
-        return _cut(", ".join(str(v) for v in x), limit)
-    return _cut(" ".join(str(x).split()) if "\n" in str(x) else str(x), limit)
+        return _cut(_clean(", ".join(str(v) for v in x)), limit)
+    return _cut(_clean(str(x)), limit)
 
 
 def _caption(x: Any) -> str:
@@ -141,7 +149,7 @@ def _caption(x: Any) -> str:
 
 
 def _label(x: Any) -> str:
-    return _cut(str(x), _PLOT_LABEL)
+    return _cut(_clean(str(x)), _PLOT_LABEL)
 
 
 def _map(x: Any) -> Mapping[str, Any]:
@@ -229,7 +237,7 @@ def _h(text: str, level: int = 3) -> dict[str, Any]:
 
 
 def _kv(rows: Sequence[tuple[str, Any]]) -> dict[str, Any]:
-    return {"kind": "kv", "rows": [(k, v if isinstance(v, str) else _text(v)) for k, v in rows]}
+    return {"kind": "kv", "rows": [(_text(k), _text(v)) for k, v in rows]}
 
 
 _NUMERIC = re.compile(r"^[-+–\d.,\[\]% e]*$")
@@ -491,7 +499,7 @@ def _crime(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
             f"{_count(crime.get('min_count'))} texts and when some text of the baseline matches."
         )
     ]
-    blocks.append(_details(f"Crime words ({len(words)})", [_p(_cut(", ".join(words), 20_000))]))
+    blocks.append(_details(f"Crime words ({len(words)})", [_p(_cut(_clean(", ".join(words)), 20_000))]))
     for title, sec in _kinds(crime):
         blocks.append(_h(title))
         if isinstance(sec, str):
