@@ -267,7 +267,9 @@ def run_persons_audit(
             raise ValueError(f"{name} must be an integer ≥ {least}; got {value!r}")
     folder, out = Path(ann), Path(out)
     words = load_crime_words(crime_words) if crime_words is not None else load_crime_words()
-    con = tables.connect(folder, threads=threads, memory_limit=memory_limit)
+    con = tables.connect(
+        folder, threads=threads, memory_limit=memory_limit, cache=out / WORK_DIR / "facts", progress=progress
+    )
     try:
         attributes = [a for a in tables.attributes(folder) if a in ("gender", "race")]
         n_shards = len(tables._finished(folder))

@@ -15,6 +15,20 @@ Parquet files when a query runs, so 10 M rows never sit in memory as a table):
 * ``captions`` — person captions (``annotate caption``) when the folder has any: ``shard, key,
   box_id, caption, annotator`` with the box's labels (``status = 'ok'`` only).
 
+**Fact tables** (``connect(ann, cache=FOLDER)``, what the audit commands use). Without a cache,
+``boxes`` joins the label tables to the box tables in every query that reads it, and
+``person_images`` groups the boxes by image again each time: at 10 M boxes a composition of a dozen
+queries spends minutes re-joining. With a cache, each finished shard is joined **once**, alone (an
+image never spans shards, so a shard's join is small and never spills), into two Parquet tables
+of ``FOLDER``: ``boxes-{shard}-{fp}.parquet`` (the ``boxes`` columns) and
+``person_images-{shard}-{fp}.parquet``; the views then read those with no join. Shards are built
+``threads`` at a time, each written atomically; ``fp`` fingerprints the shard's input tables
+(names, sizes, modification times) and the attributes, so a re-run reuses what is there and a
+shard classified or annotated again is rebuilt (stale files are removed). The label tables hold
+the kept boxes in box-table order (``annotate classify`` writes them so), so a shard is joined by
+position, every row's ``(key, box_id)`` checked; a shard whose check fails is joined by key. Both
+ways give the same rows as the views without a cache (a test compares every audit number).
+
 **The image-level gender rule** (one group per image, from its kept boxes' perceived gender):
 
 * ``female`` — every labelled box is ``female``; ``male`` likewise;
@@ -29,9 +43,11 @@ about the others. An image "with race g" is an image with at least one kept box 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fairsets.annotate import layout
 from fairsets.annotate.read import attribute_names
@@ -86,15 +102,23 @@ def blank_sql(column: str) -> str:
 
 
 def connect(
-    ann: str | os.PathLike[str], *, threads: int | None = None, memory_limit: str | None = None
+    ann: str | os.PathLike[str],
+    *,
+    threads: int | None = None,
+    memory_limit: str | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    progress: Any = None,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the views ``boxes``, ``images``, ``person_images`` and (when there
     are captions) ``captions`` over ``ann`` (see the module docstring).
 
     Args:
         ann: the annotation folder.
-        threads: DuckDB threads (default: DuckDB's, one per core).
+        threads: DuckDB threads (default: DuckDB's, one per core); also the shards built at once.
         memory_limit: DuckDB's memory limit, e.g. ``"1GB"`` (it spills to disk beyond it).
+        cache: a folder for the per-shard fact tables (see "Fact tables" in the module docstring);
+            without it, every query joins the label tables again.
+        progress: a :class:`fairsets.core.progress.Progress` for building the fact tables.
 
     Raises:
         AnnotationError: not an annotation folder, or no finished shard.
@@ -112,48 +136,22 @@ def connect(
         con.execute(f"SET threads = {int(threads)}")
     if memory_limit is not None:
         con.execute("SET memory_limit = ?", [memory_limit])
-    boxes = [str(layout.boxes_path(folder, n)) for n in names]
-    images = [str(layout.images_path(folder, n)) for n in names if layout.images_path(folder, n).is_file()]
     attrs = [a for a in attributes(folder) if _files(folder / layout.ATTRIBUTES_DIR / a)]
-    selects, joins = ["b.shard", "b.key", "b.box_id", "b.area_frac", "b.image_w", "b.image_h"], []
-    for i, attr in enumerate(attrs):
+    for attr in attrs:
         layout.check_attribute(attr)
-        files = _files(folder / layout.ATTRIBUTES_DIR / attr)
-        selects.append(f"a{i}.perceived_{attr}")
-        joins.append(
-            f"LEFT JOIN read_parquet({_sql_list(files)}, union_by_name = true) a{i} "
-            f"ON b.shard = a{i}.shard AND b.key = a{i}.key AND b.box_id = a{i}.box_id"
-        )
-    con.execute(
-        f"CREATE VIEW boxes AS SELECT {', '.join(selects)} FROM read_parquet({_sql_list(boxes)}) b "
-        + " ".join(joins)
-        + " WHERE b.kept"
-    )
+    images = [str(layout.images_path(folder, n)) for n in names if layout.images_path(folder, n).is_file()]
     con.execute(
         "CREATE VIEW images AS SELECT shard, key, caption, n_boxes, n_kept "
         f"FROM read_parquet({_sql_list(images)}) WHERE status = 'ok'"
     )
-    has_gender, has_race = "gender" in attrs, "race" in attrs
-    count = lambda label: (  # noqa: E731
-        f"count(*) FILTER (WHERE perceived_gender = '{label}')" if has_gender else "0"
-    )
-    races = (
-        "coalesce(list_sort(list_distinct(list(perceived_race) FILTER (WHERE perceived_race IS NOT NULL))), "
-        "[]::VARCHAR[])"
-        if has_race
-        else "[]::VARCHAR[]"
-    )
-    con.execute(
-        "CREATE VIEW person_counts AS SELECT shard, key, count(*) AS n_persons, "
-        f"{count('female')} AS n_female, {count('male')} AS n_male, {count('mixed')} AS n_mixed, "
-        f"{count('unclear')} AS n_unclear, {races} AS races FROM boxes GROUP BY shard, key"
-    )
-    gender = GENDER_RULE if has_gender else "NULL::VARCHAR"
-    con.execute(
-        "CREATE VIEW person_images AS SELECT p.shard, p.key, i.caption, p.n_persons, "
-        f"{gender} AS gender, p.n_female, p.n_male, p.n_mixed, p.n_unclear, p.races "
-        "FROM person_counts p JOIN images i ON p.shard = i.shard AND p.key = i.key"
-    )
+    if cache is not None:
+        box_facts, image_facts = _facts(con, folder, names, attrs, Path(cache), threads, progress)
+        con.execute(f"CREATE VIEW boxes AS SELECT * FROM read_parquet({_sql_list(box_facts)})")
+        con.execute(f"CREATE VIEW person_images AS SELECT * FROM read_parquet({_sql_list(image_facts)})")
+    else:
+        con.execute(f"CREATE VIEW boxes AS {_boxes_sql(folder, names, attrs)}")
+        con.execute(f"CREATE VIEW person_counts AS {_person_counts_sql('boxes', attrs)}")
+        con.execute(f"CREATE VIEW person_images AS {_person_images_sql('person_counts', 'images', attrs)}")
     if has_captions(folder):
         root = folder / layout.CAPTIONS_DIR
         files = [f for p in sorted(root.iterdir()) if p.is_dir() for f in _files(p)]
@@ -164,3 +162,171 @@ def connect(
             "ON c.shard = b.shard AND c.key = b.key AND c.box_id = b.box_id WHERE c.status = 'ok'"
         )
     return con
+
+
+_BOX_COLUMNS = ("shard", "key", "box_id", "area_frac", "image_w", "image_h")
+
+
+def _boxes_sql(folder: Path, names: list[str], attrs: list[str]) -> str:
+    """The kept boxes of ``names`` with their labels: LEFT JOINs of the label tables."""
+    boxes = [str(layout.boxes_path(folder, n)) for n in names]
+    selects, joins = [f"b.{c}" for c in _BOX_COLUMNS], []
+    for i, attr in enumerate(attrs):
+        files = _files(folder / layout.ATTRIBUTES_DIR / attr)
+        selects.append(f"a{i}.perceived_{attr}")
+        joins.append(
+            f"LEFT JOIN read_parquet({_sql_list(files)}, union_by_name = true) a{i} "
+            f"ON b.shard = a{i}.shard AND b.key = a{i}.key AND b.box_id = a{i}.box_id"
+        )
+    return (
+        f"SELECT {', '.join(selects)} FROM read_parquet({_sql_list(boxes)}) b "
+        + " ".join(joins)
+        + " WHERE b.kept"
+    )
+
+
+def _person_counts_sql(boxes: str, attrs: list[str]) -> str:
+    has_gender, has_race = "gender" in attrs, "race" in attrs
+    count = lambda label: (  # noqa: E731
+        f"count(*) FILTER (WHERE perceived_gender = '{label}')" if has_gender else "0"
+    )
+    races = (
+        "coalesce(list_sort(list_distinct(list(perceived_race) FILTER (WHERE perceived_race IS NOT NULL))), "
+        "[]::VARCHAR[])"
+        if has_race
+        else "[]::VARCHAR[]"
+    )
+    return (
+        "SELECT shard, key, count(*) AS n_persons, "
+        f"{count('female')} AS n_female, {count('male')} AS n_male, {count('mixed')} AS n_mixed, "
+        f"{count('unclear')} AS n_unclear, {races} AS races FROM {boxes} GROUP BY shard, key"
+    )
+
+
+def _person_images_sql(counts: str, images: str, attrs: list[str]) -> str:
+    gender = GENDER_RULE if "gender" in attrs else "NULL::VARCHAR"
+    return (
+        "SELECT p.shard, p.key, i.caption, p.n_persons, "
+        f"{gender} AS gender, p.n_female, p.n_male, p.n_mixed, p.n_unclear, p.races "
+        f"FROM {counts} p JOIN {images} i ON p.shard = i.shard AND p.key = i.key"
+    )
+
+
+#: Bumped when the fact tables' content changes, so older caches are rebuilt.
+FACTS_VERSION = 1
+
+
+def _fingerprint(folder: Path, name: str, attrs: list[str]) -> str:
+    """Of one shard's inputs (path, size, mtime of its box, image and label tables)."""
+    paths = [layout.boxes_path(folder, name), layout.images_path(folder, name)]
+    paths += [layout.attribute_path(folder, a, name) for a in attrs]
+    parts: list[Any] = [FACTS_VERSION, attrs]
+    for p in paths:
+        try:
+            st = p.stat()
+            parts.append([p.name, st.st_size, st.st_mtime_ns])
+        except OSError:
+            parts.append([p.name, None])
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def _build_shard(cur: Any, folder: Path, name: str, attrs: list[str], out_b: Path, out_p: Path) -> None:
+    """Write the two fact tables of one shard (atomically, the image table last)."""
+    from fairsets.core.atomic import atomic_path
+
+    box = layout.boxes_path(folder, name)
+    kept = f"(SELECT {', '.join(_BOX_COLUMNS)} FROM read_parquet({_sql_list([str(box)])}) WHERE kept)"
+    present = [a for a in attrs if layout.attribute_path(folder, a, name).is_file()]
+    # The label tables hold the kept boxes in box-table order (annotate classify writes them so):
+    # a positional join, checked row by row; a hash join when the check fails.
+    selects = [f"b.{c}" for c in _BOX_COLUMNS] + [
+        f"a{i}.perceived_{a}" if a in present else f"NULL::VARCHAR AS perceived_{a}"
+        for i, a in enumerate(attrs)
+    ]
+    labels = {
+        i: f"(SELECT key, box_id, perceived_{a} FROM "
+        f"read_parquet({_sql_list([str(layout.attribute_path(folder, a, name))])}))"
+        for i, a in enumerate(attrs)
+        if a in present
+    }
+    same = (
+        " AND ".join(f"coalesce(b.key = a{i}.key AND b.box_id = a{i}.box_id, false)" for i in labels)
+        or "true"
+    )
+    positional = "".join(f" POSITIONAL JOIN {sql} a{i}" for i, sql in labels.items())
+    cur.execute(
+        f"CREATE OR REPLACE TEMP TABLE facts AS SELECT {', '.join(selects)}, {same} AS same "
+        f"FROM {kept} b{positional}"
+    )
+    if labels and not cur.execute("SELECT coalesce(bool_and(same), true) FROM facts").fetchone()[0]:
+        hashed = "".join(
+            f" LEFT JOIN {sql} a{i} ON b.key = a{i}.key AND b.box_id = a{i}.box_id"
+            for i, sql in labels.items()
+        )
+        cur.execute(
+            f"CREATE OR REPLACE TEMP TABLE facts AS SELECT {', '.join(selects)}, true AS same "
+            f"FROM {kept} b{hashed}"
+        )
+    image = layout.images_path(folder, name)
+    images = (
+        f"(SELECT shard, key, caption FROM read_parquet({_sql_list([str(image)])}) WHERE status = 'ok')"
+        if image.is_file()
+        else "(SELECT NULL::VARCHAR AS shard, NULL::VARCHAR AS key, NULL::VARCHAR AS caption WHERE false)"
+    )
+    for sql, out in (
+        ("SELECT * EXCLUDE (same) FROM facts", out_b),
+        (_person_images_sql(f"({_person_counts_sql('facts', attrs)})", images, attrs), out_p),
+    ):
+        with atomic_path(out) as tmp:
+            target = str(tmp).replace("'", "''")
+            cur.execute(f"COPY ({sql}) TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+    cur.execute("DROP TABLE facts")
+
+
+def _facts(
+    con: Any,
+    folder: Path,
+    names: list[str],
+    attrs: list[str],
+    cache: Path,
+    threads: int | None,
+    progress: Any,
+) -> tuple[list[str], list[str]]:
+    """The per-shard fact tables of ``names`` in ``cache`` (built where missing or stale)."""
+    import concurrent.futures
+    import contextlib
+
+    cache.mkdir(parents=True, exist_ok=True)
+    plan = []
+    for name in names:
+        fp = _fingerprint(folder, name, attrs)
+        plan.append(
+            (name, cache / f"boxes-{name}-{fp}.parquet", cache / f"person_images-{name}-{fp}.parquet")
+        )
+    todo = [t for t in plan if not (t[1].is_file() and t[2].is_file())]
+    workers = max(1, min(len(todo), threads or os.cpu_count() or 1))
+    stage = progress.stage("person tables", len(todo)) if progress and todo else contextlib.nullcontext(None)
+    with stage as advance:
+
+        def run(batch: list[tuple[str, Path, Path]]) -> None:
+            cur = con.cursor()
+            cur.execute("SET threads = 1")
+            try:
+                for name, out_b, out_p in batch:
+                    _build_shard(cur, folder, name, attrs, out_b, out_p)
+                    if advance is not None:
+                        advance(1)
+            finally:
+                cur.close()
+
+        if workers == 1:
+            run(todo)
+        else:
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                for f in [pool.submit(run, todo[i::workers]) for i in range(workers)]:
+                    f.result()
+    keep = {p.name for _, b, i in plan for p in (b, i)}
+    for stale in cache.glob("*.parquet"):
+        if stale.name not in keep and stale.name.startswith(("boxes-", "person_images-")):
+            stale.unlink(missing_ok=True)
+    return [str(b) for _, b, _ in plan], [str(i) for _, _, i in plan]

@@ -593,7 +593,7 @@ def run_transfer_audit(
     gen_map = check_generated(generated, cats) if generated is not None else None
     progress = progress or Progress()
     folder = Path(ann)
-    con = connect(folder)
+    con = connect(folder, cache=Path(out) / ".work" / "facts")
     try:
         data = T.data_bias(con, cats, min_count=min_count)
     finally:
