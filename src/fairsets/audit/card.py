@@ -52,6 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from fairsets.audit.report import format_change, format_number
+from fairsets.audit.report.formatting import markdown_table as _table
+from fairsets.audit.report.formatting import marker_id as _marker_id
 from fairsets.core.atomic import LayoutBusy, atomic_write_text, layout_lock, sha256_file
 from fairsets.publish.manifest import MANIFEST, write_manifest
 
@@ -65,20 +67,6 @@ _MARK_RE = re.compile(r"^<!-- fairsets:audit:(?P<id>\S+) (?P<which>start|end) --
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _marker_id(model_id: str) -> str:
-    """``model_id`` made safe inside an HTML comment and on one line (no spaces, no ``--``, no ``>``)."""
-    out = []
-    for ch in str(model_id):
-        if ch.isalnum() or ch in "._:/@+=,~-":
-            out.append(ch)
-        else:
-            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
-    s = "".join(out)
-    while "--" in s:
-        s = s.replace("--", "-%2D")
-    return s or "unknown"
 
 
 def _model_id(audit: Mapping[str, Any]) -> str:
@@ -105,12 +93,6 @@ def _num(x: Any, digits: int = 4) -> str:
 
 
 _pct = format_change
-
-
-def _table(head: list[str], rows: list[list[str]], align: list[str]) -> list[str]:
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def _read_audit(audit_dir: str | os.PathLike[str], command: str = "vlm") -> tuple[Path, Any]:

@@ -49,6 +49,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fairsets.audit.report.formatting import markdown_table as _table
+from fairsets.audit.report.formatting import marker_id as _marker_id
+
 __all__ = ["SCHEMA", "check_audit", "persons_card_section", "update_annotation_card"]
 
 #: The schema id of ``fairsets audit persons``' ``audit.json`` (``fairsets.audit.persons.run.SCHEMA``).
@@ -66,7 +69,6 @@ _PLAIN = re.compile(r"[A-Za-z0-9_.:/@+\-]+")
 #
 # fairsets.audit.card dispatches to this module, so this module does not import it (no import
 # circle): the text escaping is the same function (fairsets.publish.card.md_text), and
-# _marker_id follows the same rule as fairsets.audit.card._marker_id (a test checks they agree).
 
 
 def _text(value: Any) -> str:
@@ -74,26 +76,6 @@ def _text(value: Any) -> str:
     from fairsets.publish.card import md_text
 
     return str(md_text(value))
-
-
-def _marker_id(ident: str) -> str:
-    """``ident`` made safe inside an HTML comment and on one line (no spaces, no ``--``, no ``>``)."""
-    out = []
-    for ch in str(ident):
-        if ch.isalnum() or ch in "._:/@+=,~-":
-            out.append(ch)
-        else:
-            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
-    s = "".join(out)
-    while "--" in s:
-        s = s.replace("--", "-%2D")
-    return s or "unknown"
-
-
-def _table(head: list[str], rows: list[list[str]], align: list[str]) -> list[str]:
-    """A Markdown table of cells that are already escaped."""
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
 def _inert(md: str) -> str:
