@@ -169,6 +169,15 @@ def test_word_forms() -> None:
     assert word_forms("drug  dealer") == ["drug dealer", "drug dealers"]
     assert word_forms("policeman")[:2] == ["policeman", "policemen"]
     assert word_forms("c++") == ["c++"]
+    assert word_forms("missing person") == ["missing person", "missing persons", "missing people"]
+
+
+def test_crime_words_and_categories_share_one_plural_rule() -> None:
+    from fairsets.audit.persons import transfer
+
+    for entry in ("thief", "knife", "robbery", "policeman", "person", "child", "coach", "police officer"):
+        last = entry.split()[-1]
+        assert transfer._token_forms(entry) == word_forms(last)
 
 
 def test_hostile_texts_and_metacharacters(tmp_path: Path) -> None:

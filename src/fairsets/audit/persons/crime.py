@@ -48,6 +48,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10 needs the tomli ba
 from fairsets.annotate.layout import AnnotationError
 from fairsets.audit.persons.composition import GENDERS, share
 from fairsets.audit.persons.tables import blank_sql
+from fairsets.audit.persons.words import word_forms
 
 if TYPE_CHECKING:
     import duckdb
@@ -104,32 +105,6 @@ def _dedupe(words: Iterable[str]) -> list[str]:
             seen.add(w.lower())
             out.append(w)
     return out
-
-
-def word_forms(word: str) -> list[str]:
-    """The lower-case forms an entry matches: itself and the plural of its last word.
-
-    Plurals: ``-f`` → ``-fs`` and ``-ves`` (thief → thieves), ``-fe`` → ``-ves`` (knife →
-    knives), ``-s/-x/-z/-ch/-sh`` → ``-es``, consonant + ``-y`` → ``-ies`` (robbery → robberies),
-    ``-man`` → ``-men`` (also ``-mans``), otherwise ``-s``. An entry whose last character is not a
-    letter gets no plural.
-    """
-    low = " ".join(word.lower().split())
-    if not low or not low[-1].isalpha():
-        return [low] if low else []
-    if low.endswith("fe"):
-        plurals = [low[:-2] + "ves"]
-    elif low.endswith("f"):
-        plurals = [low + "s", low[:-1] + "ves"]
-    elif low.endswith(("s", "x", "z", "ch", "sh")):
-        plurals = [low + "es"]
-    elif len(low) > 1 and low.endswith("y") and low[-2] not in "aeiou":
-        plurals = [low[:-1] + "ies"]
-    elif low.endswith("man"):
-        plurals = [low[:-3] + "men", low + "s"]
-    else:
-        plurals = [low + "s"]
-    return [low, *plurals]
 
 
 def _literal(form: str) -> str:

@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .words import word_forms
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -148,28 +150,13 @@ def _check_categories(categories: Sequence[str]) -> list[str]:
 
 # --- data bias ------------------------------------------------------------------------------------
 
-_IRREGULAR = {
-    "person": "person|persons|people",
-    "child": "child|children",
-    "wife": "wife|wives",
-    "thief": "thief|thieves",
-}
 #: Not a word character (a letter or digit of any script, or ``_``), in RE2 syntax as DuckDB runs it.
 _NOT_WORD = r"[^\pL\pN_]"
 
 
 def _plural(word: str) -> str:
-    low = word.lower()
-    w = re.escape(low)
-    if low in _IRREGULAR:
-        return "(?:" + _IRREGULAR[low] + ")"
-    if low.endswith("man"):
-        return w[:-3] + "m[ae]n"
-    if low.endswith(("s", "x", "z", "ch", "sh")):
-        return w + "(?:es)?"
-    if len(low) > 1 and low.endswith("y") and low[-2] not in "aeiou":
-        return w[:-1] + "(?:y|ies)"
-    return w + "s?"
+    """RE2 source matching ``word`` or its plurals (:func:`.words.word_forms`), literally."""
+    return "(?:" + "|".join(re.escape(f) for f in word_forms(word)) + ")"
 
 
 def category_pattern(category: str) -> str:
@@ -181,7 +168,7 @@ def category_pattern(category: str) -> str:
     words = [w for w in re.split(r"[\s\-]+", category.strip()) if w]
     if not words:
         raise ValueError("category_pattern: an empty category")
-    parts = [re.escape(w.lower()) for w in words[:-1]] + ["(?:" + _plural(words[-1]) + ")"]
+    parts = [re.escape(w.lower()) for w in words[:-1]] + [_plural(words[-1])]
     return f"(?i)(?:^|{_NOT_WORD})" + r"[\s\-]+".join(parts) + f"(?:$|{_NOT_WORD})"
 
 
@@ -196,16 +183,7 @@ def _token_forms(category: str) -> list[str] | None:
     words = [w.lower() for w in re.split(r"[\s\-]+", category.strip()) if w]
     if not words or not all(ch.isalnum() or ch == "_" for w in words for ch in w):
         return None
-    low = words[-1]
-    if low in _IRREGULAR:
-        return _IRREGULAR[low].split("|")
-    if low.endswith("man"):
-        return [low, low[:-3] + "men"]
-    if low.endswith(("s", "x", "z", "ch", "sh")):
-        return [low, low + "es"]
-    if len(low) > 1 and low.endswith("y") and low[-2] not in "aeiou":
-        return [low, low[:-1] + "ies"]
-    return [low, low + "s"]
+    return word_forms(words[-1])
 
 
 def _category_counts(con: duckdb.DuckDBPyConnection, cats: list[str]) -> dict[tuple[str, int], int]:
