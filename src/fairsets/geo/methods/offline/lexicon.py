@@ -199,7 +199,7 @@ STYLE_WORDS |= frozenset(
     ]
 )
 # Kinds that contain places: "<place>, <container>" reads the place inside the container.
-CONTAINERS = frozenset({"country", "alias", "code", "region", "admin_code"})
+CONTAINERS = frozenset({"country", "alias", "code", "region", "admin_code", "postcode"})
 PEOPLE_NOUNS = frozenset(
     [
         "tourist",
@@ -387,6 +387,7 @@ KIND_STRENGTH = {
     "region": 2.2,
     "place": 2.5,
     "admin_code": 1.6,
+    "postcode": 2.0,
     "region_demonym": 1.8,
     "demonym_ambiguous": 0.7,
 }

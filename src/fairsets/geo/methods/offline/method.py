@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...gazetteer import Gazetteer, Place, Token, gazetteer, tokenize
+from ...gazetteer import Gazetteer, Place, Token, gazetteer, name_key, tokenize
 from ..base import GEO_METHODS, GeoMethod
+from .evidence import admin_code_countries, is_slug, loose_uk, postcodes
 from .lexicon import (
     _GLUE,
     BRANDS,
@@ -35,6 +36,8 @@ from .lexicon import (
 from .wordsets import _english_words, _false_friends, _given_names, _zipf
 
 __all__ = ["Mention", "OfflineMethod", "explain"]
+
+_FEDERAL = frozenset({"USA", "CAN", "AUS"})  # countries whose states/provinces captions name alone
 
 
 def _case_mode(tokens: list[Token]) -> str:
@@ -88,6 +91,7 @@ class OfflineMethod(GeoMethod):
         self.false_friends = _false_friends()
         self.zipf = _zipf()
         self._common_cache: dict[str, bool] = {}
+        self.admin_shared = {k: v for k, v in admin_code_countries().items() if len(v) > 1}
 
     # -- public ---------------------------------------------------------------------------------
     def predict(self, captions: Sequence[str]) -> list[str | None]:
@@ -127,7 +131,12 @@ class OfflineMethod(GeoMethod):
         if biggest >= 1_000_000:
             hit = False
         elif len(toks) > 1:
-            hit = all(t in self.words or t in _GLUE for t in toks)
+            # "berlin wall" (a city of a million first), "nova scotia" (a state or province) are
+            # names even when every word is also in the dictionary.
+            named = any(p.kind == "region" and p.iso3 in _FEDERAL for p in places) or any(
+                p.kind == "city" and p.population >= 1_000_000 for p in self.gaz.lookup(toks[0])
+            )
+            hit = not named and all(t in self.words or t in _GLUE for t in toks)
         elif key not in self.words:
             hit = False
         elif self.zipf is None:
@@ -274,7 +283,10 @@ class OfflineMethod(GeoMethod):
         elif top_kind == "city" and evidence >= 1.0:
             strength = max(strength, 1.2)  # "in Hokitika": small places need a little context
 
-        return Mention(i, j, key, places, strength, self._weights(places), note)
+        weights = self._weights(places)
+        if nxt_key == "state" and any(p.kind == "region" and p.iso3 == "USA" for p in places):
+            weights = {"USA": 1.0}  # "Georgia state flag", "Washington State": the US state
+        return Mention(i, j, key, places, strength, weights, note)
 
     def _weights(self, places: tuple[Place, ...]) -> dict[str, float]:
         best: dict[str, float] = {}
@@ -298,23 +310,42 @@ class OfflineMethod(GeoMethod):
         iso3 = self.gaz.admin_codes.get(tok.text)
         if iso3 is None:
             return None
+        shared = self.admin_shared.get(tok.text, (iso3,))
         sep = caption[tokens[i - 1].end : tok.start]
         prev = tokens[i - 1]
         loose = sep == " " and prev.text[:1].isupper() and prev.key not in self.words
         if "," not in sep and not (sep == " " and after_place) and not loose:
             return None
-        place = Place(iso3, "admin_code", 0, tok.text)
-        return Mention(i, i + 1, tok.key, (place,), KIND_STRENGTH["admin_code"], {iso3: 1.0}, "admin_code")
+        # "WA" is Washington and Western Australia: spread over both, the town next to it decides.
+        places = tuple(Place(c, "admin_code", 0, tok.text) for c in shared)
+        weights = {c: 1.0 / len(shared) for c in shared}
+        return Mention(i, i + 1, tok.key, places, KIND_STRENGTH["admin_code"], weights, "admin_code")
 
     def _mentions(self, caption: str) -> list[Mention]:
         tokens = tokenize(caption)
         if not tokens:
             return []
-        mode = _case_mode(tokens)
+        mode = "lower" if is_slug(caption) else _case_mode(tokens)  # a slug's case says nothing
         blocked = self._blocked(tokens)
         mentions: list[Mention] = []
         taken: set[int] = set()
+        posts: list[Mention] = []
+        for s, e, iso3 in postcodes(caption):
+            span = [k for k, t in enumerate(tokens) if t.start >= s and t.end <= e]
+            if span:
+                place = Place(iso3, "postcode", 0, caption[s:e])
+                strength = KIND_STRENGTH["postcode"]
+                key = name_key(caption[s:e])
+                posts.append(Mention(span[0], span[-1] + 1, key, (place,), strength, {iso3: 1.0}, "postcode"))
+                taken.update(span)
         for i, j, key in self.gaz.matches(tokens, blocked):
+            if taken and not taken.isdisjoint(range(i, j)):
+                continue
+            if key == "uk" and loose_uk(caption, tokens[i].start, tokens[i].end):
+                place = Place("GBR", "code", 0, tokens[i].text)  # "Coats Uk", "tweed, uk"
+                mentions.append(Mention(i, j, key, (place,), KIND_STRENGTH["code"], {"GBR": 1.0}, "code"))
+                taken.add(i)
+                continue
             if j - i == 1 and mode != "upper" and i > 0 and mentions and mentions[-1].end == i:
                 m = self._admin_code(tokens, caption, i, True)  # "Birmingham, AL", "Lancaster PA"
                 if m is not None:
@@ -325,6 +356,7 @@ class OfflineMethod(GeoMethod):
             if m is not None:
                 mentions.append(m)
                 taken.update(range(i, j))
+        mentions.extend(posts)
         ends = {m.end for m in mentions}
         for i in range(1, len(tokens)):
             if i not in taken and i not in blocked and mode != "upper":
