@@ -42,11 +42,21 @@ def test_postal_codes_name_the_country(offline: OfflineMethod) -> None:
     assert offline.predict_one("Office to let M1 1AE") == "GBR"
 
 
+def test_zip_after_state_code_in_capitals(offline: OfflineMethod) -> None:
+    """A state code followed by a ZIP is an address even where capitals say nothing.
+
+    failed before: got GBR for "LONDON KY 40741".
+    """
+    assert offline.predict_one("LONDON KY 40741") == "USA"
+    assert offline.predict_one("Paris TX 75460") == "USA"
+    assert offline.predict_one("Athens GA 30601") == "USA"
+
+
 def test_postcode_spans() -> None:
     assert postcodes("Ottawa, ON K1A 0B1") == [(11, 18, "CAN")]
     assert postcodes("London SW1A 1AA") == [(7, 15, "GBR")]
-    assert postcodes("Dallas, TX 75201-1234") == [(11, 21, "USA")]
-    assert postcodes("Perth WA 6000") == [(9, 13, "AUS")]
+    assert postcodes("Dallas, TX 75201-1234") == [(8, 21, "USA")]
+    assert postcodes("Perth WA 6000") == [(6, 13, "AUS")]
     # A bare number, a paper size or a car model is not a postal code.
     assert postcodes("Call 555 12345") == []
     assert postcodes("A4 2PK paper") == []
@@ -94,6 +104,15 @@ def test_state_or_province_alone(offline: OfflineMethod) -> None:
     assert offline.predict_one("Georgia state flag") == "USA"
     assert offline.predict_one("Tbilisi, Georgia") == "GEO"
     assert offline.predict_one("Ohio State Flag") == "USA"
+
+
+def test_street_named_after_a_title(offline: OfflineMethod) -> None:
+    """A title followed by a place noun is a street, not a person.
+
+    failed before: got None for "Queen Street, Auckland".
+    """
+    assert offline.predict_one("Queen Street, Auckland") == "NZL"
+    assert offline.predict_one("Queen Victoria portrait") is None
 
 
 def test_abbreviations_that_are_words_stay_silent(offline: OfflineMethod) -> None:

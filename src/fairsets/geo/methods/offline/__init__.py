@@ -17,6 +17,11 @@ Pipeline per caption (no model, ~10k captions/s on one core):
    ("Reading, Berkshire"). Given names followed by a surname-like word ("Sydney Sweeney") and
    names after a title ("Queen Victoria") are people. Demonyms followed by style/food words
    ("Italian style", "Mexican recipe") are not places.
+   Address evidence (:mod:`~fairsets.geo.methods.offline.evidence`): full Canadian and UK postal
+   codes, a US ZIP or Australian postcode after a state code, abbreviations two countries share
+   ("Perth, WA" → AUS, "Seattle, WA" → USA), "Uk" standing apart, slugs read without case
+   ("IMG_paris_2019.jpg"), and US states / Canadian provinces named alone ("Nova Scotia
+   lighthouse", "Georgia state flag").
 5. **Ambiguity policy.** Each mention spreads its strength over its candidate countries in
    proportion to population × a mild prior for the countries English web captions talk about
    most; mentions that support the same country reinforce each other, so "Paris, Texas" →

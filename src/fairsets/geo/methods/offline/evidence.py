@@ -8,7 +8,8 @@ All of it is exact-format evidence, so precision comes first:
   "M1 1AE": a real postcode area, then the inward code with its restricted letters) says GBR on its
   own. A US ZIP or ZIP+4 ("75460", "75201-1234") counts only right after a US state abbreviation
   ("Paris TX 75460"), an Australian four-digit postcode only after an Australian state
-  ("Perth WA 6000"): a bare number is not a place. Codes must be in capitals.
+  ("Perth WA 6000"), and the pair is read as one mention, even in an all-capitals caption
+  ("LONDON KY 40741" → USA): a bare number is not a place. Codes must be in capitals.
 * **Shared abbreviations.** "WA" is Washington and Western Australia, "NT" the Northern
   Territory and the Northwest Territories: such a code spreads over both countries and the town
   next to it decides ("Perth, WA" → AUS, "Seattle, WA" → USA).
@@ -73,10 +74,10 @@ def postcodes(caption: str) -> list[tuple[int, int, str]]:
     codes = admin_code_countries()
     for m in _US_ZIP.finditer(caption):
         if "USA" in codes.get(m.group(1), ()):
-            found.append((m.start(2), m.end(2), "USA"))
+            found.append((m.start(1), m.end(2), "USA"))
     for m in _AU_POSTCODE.finditer(caption):
         if m.group(1) in _AU_STATES:
-            found.append((m.start(2), m.end(2), "AUS"))
+            found.append((m.start(1), m.end(2), "AUS"))
     found.sort()
     out: list[tuple[int, int, str]] = []
     for f in found:

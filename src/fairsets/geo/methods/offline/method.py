@@ -225,7 +225,10 @@ class OfflineMethod(GeoMethod):
         if demonym and nxt_key in PEOPLE_NOUNS:
             strength *= 0.5  # "German tourists in Mallorca": where they are beats who they are
         # People: "Queen Victoria", "Sydney Sweeney", "Jordan Peterson"; car models: "Hyundai Tucson".
-        if (prev in TITLES or key.split(" ", 1)[0] in TITLES) and top_kind not in (
+        words = key.split(" ", 2)
+        # ... but "Queen Street, Auckland", "King Street" are streets: a place noun after the title.
+        titled = words[0] in TITLES and not (len(words) > 1 and words[1] in PLACE_NOUNS)
+        if (prev in TITLES or titled) and top_kind not in (
             "country",
             "alias",
             "code",
