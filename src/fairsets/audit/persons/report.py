@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from fairsets.audit.report.formatting import format_number
-from fairsets.audit.report.plots import bar_png, figure, mpl_label, png_uri
+from fairsets.audit.report.plots import bar_png, figure, group_ticks, mpl_label, png_uri
 from fairsets.core.atomic import atomic_write_text
 
 __all__ = [
@@ -205,16 +205,7 @@ def _ci_bar_png(
                 )
     if zero_line:
         ax.axhline(0.0, color="#333333", linewidth=1)
-    rotate = n > 6 or longest > 10
-    ax.set_xticks(x)
-    ax.set_xticklabels(
-        [mpl_label(g) for g in labels],
-        rotation=60 if rotate else 0,
-        ha="right" if rotate else "center",
-        rotation_mode="anchor",
-        fontsize=8 if n > 20 else 9,
-    )
-    ax.set_xlim(-0.6, n - 0.4)
+    group_ticks(ax, labels)
     ax.set_ylabel(mpl_label(ylabel))
     ax.set_title(mpl_label(_cut(title, 120)), fontsize=10)
     ax.grid(axis="y", alpha=0.3)

@@ -14,10 +14,25 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["DPI", "bar_png", "figure", "mpl_label", "png_uri"]
+__all__ = ["DPI", "bar_png", "figure", "group_ticks", "mpl_label", "png_uri"]
 
 DPI = 100
 _COLOURS = {"original": "#4c72b0", "debiased": "#dd8452"}
+
+
+def group_ticks(ax: Any, groups: Sequence[Any]) -> None:
+    """One x tick per group at 0 … n−1, labels rotated when there are many or long ones."""
+    n = len(groups)
+    rotate = n > 6 or max((len(str(g)) for g in groups), default=0) > 10
+    ax.set_xticks(range(n))
+    ax.set_xticklabels(
+        [mpl_label(g) for g in groups],
+        rotation=60 if rotate else 0,
+        ha="right" if rotate else "center",
+        rotation_mode="anchor",
+        fontsize=8 if n > 20 else 9,
+    )
+    ax.set_xlim(-0.6, n - 0.4)
 
 
 def figure(width: float, height: float) -> Any:
@@ -75,16 +90,7 @@ def bar_png(
         ax.bar(x + offset, vals, bar_w, label=mpl_label(label), color=_COLOURS.get(label))
     if reference is not None:
         ax.axhline(reference, color="#333333", linestyle="--", linewidth=1, label=mpl_label(reference_label))
-    ax.set_xticks(x)
-    rotate = n > 6 or longest > 10
-    ax.set_xticklabels(
-        [mpl_label(g) for g in groups],
-        rotation=60 if rotate else 0,
-        ha="right" if rotate else "center",
-        rotation_mode="anchor",
-        fontsize=8 if n > 20 else 9,
-    )
-    ax.set_xlim(-0.6, n - 0.4)
+    group_ticks(ax, groups)
     ax.set_ylabel(mpl_label(ylabel))
     ax.set_title(textwrap.fill(mpl_label(title), width=max(40, int(width * 11))), fontsize=10)
     if ylim is not None:
