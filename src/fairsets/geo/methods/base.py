@@ -16,13 +16,37 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fairsets.core.registry import Registry
 
-__all__ = ["GEO_METHODS", "GeoMethod", "get_method", "method_from_spec"]
+__all__ = ["GEO_METHODS", "GeoMethod", "Prediction", "get_method", "method_from_spec"]
 
 GEO_METHODS: Registry[type[GeoMethod]] = Registry("geo method")
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """One caption's answer with what decided it.
+
+    ``country``: the answer at the method's operating point (ISO alpha-3, ``None`` = no country).
+    ``confidence``: the probability that the answer is right — for a country, that the caption
+    places the image there; for ``None``, that it names no country — or ``None`` where the
+    method has no calibrated confidence (``string``, ``ner``, ``llm``).
+    ``evidence``: the words that decided, ``"; "``-separated ("Paris TX 75460: postcode").
+    ``candidate`` / ``score``: the best country *before* the operating threshold and its
+    probability (equal to ``country`` / ``confidence`` when it was kept); precision–recall
+    curves sweep a threshold over ``score``.
+    ``error``: why the method failed on this caption (a remote model), else ``None``.
+    """
+
+    country: str | None
+    confidence: float | None = None
+    evidence: str = ""
+    candidate: str | None = None
+    score: float | None = None
+    error: str | None = None
 
 
 class GeoMethod(ABC):
@@ -44,6 +68,11 @@ class GeoMethod(ABC):
         caption either names a country or not, and there is nothing to report.
         """
         return self.predict(captions), [None] * len(captions)
+
+    def predict_detailed(self, captions: Sequence[str]) -> list[Prediction]:
+        """One :class:`Prediction` per caption. Methods with a confidence override this."""
+        preds, errors = self.predict_with_errors(captions)
+        return [Prediction(p, None, "", p, None, e) for p, e in zip(preds, errors, strict=True)]
 
     def spec(self) -> dict[str, Any]:
         """``{"method": name, **options}``: enough to rebuild this method in another process."""
