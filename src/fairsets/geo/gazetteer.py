@@ -66,13 +66,15 @@ class Token:
     end: int
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _token_key(raw: str) -> str:
+    return fold(raw).replace(" ", "")
+
+
 def tokenize(text: str) -> list[Token]:
     """Split text into word tokens (letters/digits, inner apostrophes) with folded keys."""
-    out = []
-    for m in _TOKEN.finditer(text):
-        raw = m.group(0)
-        out.append(Token(fold(raw).replace(" ", ""), raw, m.start(), m.end()))
-    return out
+    key = _token_key  # words repeat across captions: fold each one once (a bounded cache)
+    return [Token(key(m.group(0)), m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
 
 
 def name_key(name: str) -> str:

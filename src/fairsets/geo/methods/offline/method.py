@@ -10,11 +10,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...gazetteer import Gazetteer, Place, Token, gazetteer, name_key, tokenize
-from ..base import GEO_METHODS, GeoMethod
+from ..base import GEO_METHODS, GeoMethod, Prediction
 from .evidence import admin_code_countries, is_slug, loose_uk, postcodes
 from .lexicon import (
     _GLUE,
@@ -33,6 +33,7 @@ from .lexicon import (
     TITLES,
     WEAK,
 )
+from .scorer import COMMERCIAL, Scorer, caption_features, load_scorer, mention_features, scorer_from_file
 from .wordsets import _english_words, _false_friends, _given_names, _zipf
 
 __all__ = ["Mention", "OfflineMethod", "explain"]
@@ -67,6 +68,8 @@ class Mention:
     weights: dict[str, float]
     note: str = ""
     listed: bool = False  # separated from another mention by a comma only
+    #: What the rules saw (common word, capital, evidence, …): the learned scorer's raw context.
+    ctx: dict[str, float] = field(default_factory=dict)
 
 
 class OfflineMethod(GeoMethod):
@@ -77,13 +80,39 @@ class OfflineMethod(GeoMethod):
     def __init__(
         self,
         *,
-        threshold: float = 1.0,
+        min_confidence: float | None = None,
+        threshold: float = 0.0,
         min_population: int = 1000,
         coupling: float = 1.5,
+        scorer: str | None = None,
         **options: Any,
     ) -> None:
-        super().__init__(threshold=threshold, min_population=min_population, coupling=coupling, **options)
+        opts: dict[str, Any] = {"min_population": min_population, "coupling": coupling}
+        if min_confidence is not None:
+            opts["min_confidence"] = min_confidence
+        if threshold:
+            opts["threshold"] = threshold
+        if scorer is not None:
+            opts["scorer"] = scorer
+        super().__init__(**opts, **options)
         self.threshold = float(threshold)
+        self.scorer: Scorer = load_scorer() if scorer is None else scorer_from_file(scorer)
+        mc = self.scorer.min_confidence if min_confidence is None else float(min_confidence)
+        if not 0.0 <= mc <= 1.0 or math.isnan(mc):
+            raise ValueError(f"offline: min_confidence must be between 0 and 1, not {min_confidence!r}")
+        self.min_confidence = mc
+        self._init_rules(min_population, coupling)
+
+    @classmethod
+    def rules_only(cls, *, min_population: int = 1000, coupling: float = 1.5) -> OfflineMethod:
+        """The rules without a scorer: what ``scripts/train_geo_scorer.py`` learns the scorer on."""
+        self = cls.__new__(cls)
+        GeoMethod.__init__(self, min_population=min_population, coupling=coupling)
+        self.threshold = 0.0
+        self._init_rules(min_population, coupling)
+        return self
+
+    def _init_rules(self, min_population: int, coupling: float) -> None:
         self.coupling = float(coupling)
         self.gaz: Gazetteer = gazetteer(int(min_population))
         self.words = _english_words()
@@ -98,19 +127,23 @@ class OfflineMethod(GeoMethod):
         return [self.predict_one(c) for c in captions]
 
     def predict_one(self, caption: str) -> str | None:
-        scores, _ = self._score(caption)
-        if not scores:
-            return None
-        best, _ = max(scores.items(), key=lambda kv: (kv[1], kv[0]))
-        # The threshold is on the evidence that a place is named at all; which country it is
-        # is the argmax (so "Cambridge" is GBR even though CAN and USA share its weight).
-        return best if sum(scores.values()) >= self.threshold else None
+        return self.decide(caption).country
+
+    def predict_detailed(self, captions: Sequence[str]) -> list[Prediction]:
+        return [self.decide(c) for c in captions]
+
+    def decide(self, caption: str) -> Prediction:
+        """The caption's :class:`~fairsets.geo.methods.base.Prediction` with its confidence."""
+        d = self._decision(caption)
+        return d.prediction
 
     def provenance(self) -> dict[str, Any]:
         return {
             **super().provenance(),
             "gazetteer": self.gaz.provenance(),
             "false_friends": sum(len(v) for v in self.false_friends.values()),
+            "scorer": self.scorer.provenance,
+            "min_confidence": self.min_confidence,
         }
 
     # -- internals ------------------------------------------------------------------------------
@@ -289,7 +322,15 @@ class OfflineMethod(GeoMethod):
         weights = self._weights(places)
         if nxt_key == "state" and any(p.kind == "region" and p.iso3 == "USA" for p in places):
             weights = {"USA": 1.0}  # "Georgia state flag", "Washington State": the US state
-        return Mention(i, j, key, places, strength, weights, note)
+        ctx = {
+            "common": float(common),
+            "lower_in_cased": float(lower_in_cased),
+            "evidence": evidence,
+            "capital": float(capital),
+            "given": float(key in self.given),
+            "is_word": float(all(self._is_word(t) for t in key.split())),
+        }
+        return Mention(i, j, key, places, strength, weights, note, ctx=ctx)
 
     def _weights(self, places: tuple[Place, ...]) -> dict[str, float]:
         best: dict[str, float] = {}
@@ -325,10 +366,18 @@ class OfflineMethod(GeoMethod):
         return Mention(i, i + 1, tok.key, places, KIND_STRENGTH["admin_code"], weights, "admin_code")
 
     def _mentions(self, caption: str) -> list[Mention]:
+        return self._analyse(caption)[2]
+
+    def _analyse(self, caption: str) -> tuple[list[Token], str, list[Mention]]:
+        """Tokens, the caption's case mode and its mentions after the rules."""
         tokens = tokenize(caption)
         if not tokens:
-            return []
-        mode = "lower" if is_slug(caption) else _case_mode(tokens)  # a slug's case says nothing
+            return tokens, "lower", []
+        mode = "slug" if is_slug(caption) else _case_mode(tokens)  # a slug's case says nothing
+        mentions = self._find(caption, tokens, "lower" if mode == "slug" else mode)
+        return tokens, mode, mentions
+
+    def _find(self, caption: str, tokens: list[Token], mode: str) -> list[Mention]:
         blocked = self._blocked(tokens)
         mentions: list[Mention] = []
         taken: set[int] = set()
@@ -383,12 +432,19 @@ class OfflineMethod(GeoMethod):
         return mentions
 
     def _score(self, caption: str) -> tuple[dict[str, float], list[Mention]]:
+        """The rules' country scores (before the learned scorer) and the mentions."""
         mentions = self._mentions(caption)
-        if not mentions:
-            return {}, mentions
-        # Mentions that support the same country reinforce each other; an adjacent pair
-        # ("Reading, Berkshire", "Paris, Texas") lends its neighbour the evidence it lacks.
+        scores, _ = self._distribute(mentions)
+        return scores, mentions
+
+    def _distribute(self, mentions: list[Mention]) -> tuple[dict[str, float], list[dict[str, float]]]:
+        """Rule scores per country, and each mention's distribution over its countries.
+
+        Mentions that support the same country reinforce each other; an adjacent pair ("Reading,
+        Berkshire", "Paris, Texas") lends its neighbour the evidence it lacks.
+        """
         scores: dict[str, float] = {}
+        dists: list[dict[str, float]] = []
         for idx, m in enumerate(mentions):
             support: dict[str, float] = {}
             for jdx, o in enumerate(mentions):
@@ -406,28 +462,92 @@ class OfflineMethod(GeoMethod):
                 strength /= WEAK  # "Petra, Jordan": a comma-separated list of places
             raw = {c: w * (1.0 + self.coupling * support.get(c, 0.0)) for c, w in m.weights.items()}
             total = sum(raw.values()) or 1.0
-            for c, v in raw.items():
-                scores[c] = scores.get(c, 0.0) + strength * v / total
-        return scores, mentions
+            dist = {c: v / total for c, v in raw.items()}
+            dists.append(dist)
+            for c, v in dist.items():
+                scores[c] = scores.get(c, 0.0) + strength * v
+        return scores, dists
+
+    def _decision(self, caption: str) -> _Decision:
+        tokens, mode, mentions = self._analyse(caption)
+        if not mentions:
+            conf = self.scorer.no_mention_confidence
+            return _Decision(Prediction(None, conf, "", None, 0.0), tokens, mentions, [], [], {}, [])
+        scores, dists = self._distribute(mentions)
+        commercial = sum(1 for t in tokens if t.key in COMMERCIAL)
+        feats = [mention_features(self, tokens, mode, mentions, k, commercial) for k in range(len(mentions))]
+        probs = [self.scorer.mention.prob(x) for x in feats]
+        best, shares, cfeats = self._caption_view(mentions, probs, dists, scores, commercial)
+        score = self.scorer.caption.prob(cfeats)
+        used = [k for k, s in enumerate(shares) if s > 0.0]
+        words = "; ".join(
+            f"{caption[tokens[mentions[k].start].start : tokens[mentions[k].end - 1].end]} "
+            f"({mentions[k].note.split(':', 1)[0]} {probs[k]:.2f})"
+            for k in sorted(used, key=lambda k: -probs[k] * shares[k])
+        )
+        keep = score >= self.min_confidence and sum(scores.values()) >= self.threshold
+        if keep:
+            pred = Prediction(best, score, words, best, score)
+        else:
+            pred = Prediction(None, 1.0 - score, f"rejected: {words}" if words else "", best, score)
+        return _Decision(pred, tokens, mentions, probs, feats, scores, dists)
+
+    @staticmethod
+    def _caption_view(
+        mentions: list[Mention],
+        probs: list[float],
+        dists: list[dict[str, float]],
+        scores: dict[str, float],
+        commercial: int,
+    ) -> tuple[str, list[float], list[float]]:
+        """The best country by learned evidence, each mention's share on it, the caption features."""
+        learned: dict[str, float] = {}
+        for p, dist in zip(probs, dists, strict=True):
+            for c, v in dist.items():
+                learned[c] = learned.get(c, 0.0) + p * v
+        # Which country: the learned evidence, the rules' scores breaking ties, then the code.
+        best = max(learned, key=lambda c: (round(learned[c], 9), scores.get(c, 0.0), c))
+        shares = [dist.get(best, 0.0) for dist in dists]
+        total = sum(learned.values()) or 1.0
+        kinds = [m.note.split(":", 1)[0] for m in mentions]
+        return best, shares, caption_features(probs, shares, kinds, learned[best] / total, commercial)
+
+
+@dataclass
+class _Decision:
+    prediction: Prediction
+    tokens: list[Token]
+    mentions: list[Mention]
+    probs: list[float]
+    features: list[list[float]]
+    scores: dict[str, float]
+    dists: list[dict[str, float]]
 
 
 def explain(caption: str, method: OfflineMethod | None = None) -> dict[str, Any]:
-    """Why ``offline`` decided what it did: mentions, strengths, weights and country scores."""
+    """Why ``offline`` decided what it did: mentions, their place probabilities, the confidence."""
     method = method or OfflineMethod()
-    scores, mentions = method._score(caption)
-    tokens = tokenize(caption)
+    d = method._decision(caption)
+    tokens = d.tokens
+    pred = d.prediction
     return {
         "caption": caption,
-        "prediction": method.predict_one(caption),
-        "scores": dict(sorted(scores.items(), key=lambda kv: -kv[1])),
+        "prediction": pred.country,
+        "confidence": None if pred.confidence is None else round(pred.confidence, 4),
+        "candidate": pred.candidate,
+        "candidate_probability": None if pred.score is None else round(pred.score, 4),
+        "min_confidence": method.min_confidence,
+        "evidence": pred.evidence,
+        "rule_scores": {k: round(v, 3) for k, v in sorted(d.scores.items(), key=lambda kv: -kv[1])[:5]},
         "mentions": [
             {
                 "text": caption[tokens[m.start].start : tokens[m.end - 1].end],
                 "kind": m.note,
-                "strength": round(m.strength, 3),
+                "place_probability": round(p, 4),
+                "rule_strength": round(m.strength, 3),
                 "weights": {k: round(v, 3) for k, v in sorted(m.weights.items(), key=lambda kv: -kv[1])[:5]},
             }
-            for m in mentions
+            for m, p in zip(d.mentions, d.probs, strict=True)
         ],
     }
 

@@ -1,0 +1,189 @@
+"""Learning the ``offline`` scorer from labelled captions (see :mod:`.scorer` for the models).
+
+:func:`train_scorer` runs the rules on labelled captions and fits both models:
+
+1. every candidate mention becomes a row of :data:`~.scorer.MENTION_FEATURES`, labelled 1 when the
+   caption's country is among the mention's candidate countries, else 0;
+2. the mention model's probabilities for the caption-level model are *out of fold* (K folds by
+   caption, each fold scored by a model fitted on the others), so the caption model learns how
+   far to trust mention probabilities on captions the mention model has not seen;
+3. the caption model is fitted on those rows, labelled 1 when the best country is the caption's
+   country; its own out-of-fold probabilities give the precision–recall curve on the training
+   captions, and the default ``min_confidence`` is the lowest threshold whose out-of-fold
+   precision reaches ``target_precision`` (the highest recall at that precision);
+4. ``no_mention_confidence`` is the share of training captions without a candidate mention that
+   name no country.
+
+Everything is deterministic (folds by caption index, Newton's method from zero weights), so the
+same labelled files give the same JSON byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .method import OfflineMethod
+from .scorer import (
+    CAPTION_FEATURES,
+    COMMERCIAL,
+    MENTION_FEATURES,
+    Logistic,
+    Scorer,
+    fit_logistic,
+    mention_features,
+)
+
+__all__ = ["CaptionRows", "collect", "train_scorer"]
+
+
+@dataclass
+class CaptionRows:
+    """The rules' view of labelled captions: mention rows and what the caption model needs."""
+
+    mention_x: list[list[float]] = field(default_factory=list)
+    mention_y: list[int] = field(default_factory=list)
+    mention_caption: list[int] = field(default_factory=list)  # caption index of each mention row
+    #: per caption with mentions: (caption index, mention row indices, mentions, dists, scores, commercial)
+    captions: list[tuple[int, list[int], list[Any], list[dict[str, float]], dict[str, float], int]] = field(
+        default_factory=list
+    )
+    no_mention: list[bool] = field(default_factory=list)  # gold is None, for captions without mentions
+    gold: list[str | None] = field(default_factory=list)
+
+
+def collect(method: OfflineMethod, captions: Sequence[str], gold: Sequence[str | None]) -> CaptionRows:
+    """Run the rules on labelled captions and gather the scorer's training rows."""
+    rows = CaptionRows(gold=list(gold))
+    for ci, (caption, g) in enumerate(zip(captions, gold, strict=True)):
+        tokens, mode, mentions = method._analyse(caption)
+        if not mentions:
+            rows.no_mention.append(g is None)
+            continue
+        scores, dists = method._distribute(mentions)
+        commercial = sum(1 for t in tokens if t.key in COMMERCIAL)
+        idx = []
+        for k, m in enumerate(mentions):
+            idx.append(len(rows.mention_x))
+            rows.mention_x.append(mention_features(method, tokens, mode, mentions, k, commercial))
+            rows.mention_y.append(int(g is not None and g in m.weights))
+            rows.mention_caption.append(ci)
+        rows.captions.append((ci, idx, mentions, dists, scores, commercial))
+    return rows
+
+
+def _caption_rows(
+    rows: CaptionRows, probs: Sequence[float]
+) -> tuple[list[list[float]], list[int], list[str], list[int]]:
+    xs, ys, best_of, owners = [], [], [], []
+    for ci, idx, mentions, dists, scores, commercial in rows.captions:
+        p = [probs[i] for i in idx]
+        best, _, feats = OfflineMethod._caption_view(mentions, p, dists, scores, commercial)
+        xs.append(feats)
+        ys.append(int(rows.gold[ci] == best))
+        best_of.append(best)
+        owners.append(ci)
+    return xs, ys, best_of, owners
+
+
+def _prf(pairs: Sequence[tuple[str | None, str | None]]) -> tuple[float, float]:
+    correct = sum(1 for g, p in pairs if p is not None and p == g)
+    n_pred = sum(1 for _, p in pairs if p is not None)
+    n_gold = sum(1 for g, _ in pairs if g is not None)
+    return (correct / n_pred if n_pred else 0.0, correct / n_gold if n_gold else 0.0)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def train_scorer(
+    labelled: Sequence[str | Path],
+    *,
+    l2: float = 1.0,
+    folds: int = 5,
+    target_precision: float = 0.9,
+    method: OfflineMethod | None = None,
+) -> tuple[Scorer, dict[str, Any]]:
+    """Fit the mention and caption models on labelled CSVs; returns the scorer and a report."""
+    from ...evaluate import load_labelled
+
+    method = method or OfflineMethod.rules_only()
+    captions: list[str] = []
+    gold: list[str | None] = []
+    sources = []
+    for path in labelled:
+        path = Path(path)
+        caps, labs = load_labelled(path)
+        captions.extend(caps)
+        gold.extend(labs)
+        sources.append({"file": path.name, "rows": len(caps), "sha256": _sha256(path)})
+    rows = collect(method, captions, gold)
+    if not rows.mention_x or len(set(rows.mention_y)) < 2:
+        raise ValueError("train_scorer: the labelled captions give no positive or no negative mentions")
+
+    # 1. out-of-fold mention probabilities
+    n_mentions = len(rows.mention_x)
+    oof = [0.0] * n_mentions
+    for f in range(folds):
+        train = [i for i in range(n_mentions) if rows.mention_caption[i] % folds != f]
+        test = [i for i in range(n_mentions) if rows.mention_caption[i] % folds == f]
+        model = fit_logistic(
+            [rows.mention_x[i] for i in train], [rows.mention_y[i] for i in train], MENTION_FEATURES, l2=l2
+        )
+        for i in test:
+            oof[i] = model.prob(rows.mention_x[i])
+    mention = fit_logistic(rows.mention_x, rows.mention_y, MENTION_FEATURES, l2=l2)
+
+    # 2. caption model on out-of-fold features, and its own out-of-fold probabilities
+    cx, cy, best_of, owners = _caption_rows(rows, oof)
+    caption = fit_logistic(cx, cy, CAPTION_FEATURES, l2=l2)
+    c_oof = [0.0] * len(cx)
+    for f in range(folds):
+        train = [i for i in range(len(cx)) if owners[i] % folds != f]
+        test = [i for i in range(len(cx)) if owners[i] % folds == f]
+        model: Logistic = fit_logistic(
+            [cx[i] for i in train], [cy[i] for i in train], CAPTION_FEATURES, l2=l2
+        )
+        for i in test:
+            c_oof[i] = model.prob(cx[i])
+
+    # 3. the operating point: highest recall with out-of-fold precision >= target
+    no_mention_gold = [g for g in gold]  # captions without mentions are predicted None at every threshold
+    with_mentions = set(owners)
+    base = [(no_mention_gold[i], None) for i in range(len(gold)) if i not in with_mentions]
+    curve = []
+    for t in sorted({round(p, 4) for p in c_oof}):
+        pairs = base + [
+            (gold[ci], best if p >= t else None) for ci, best, p in zip(owners, best_of, c_oof, strict=True)
+        ]
+        prec, rec = _prf(pairs)
+        curve.append((t, prec, rec))
+    ok = [(t, p, r) for t, p, r in curve if p >= target_precision]
+    t_star, p_star, r_star = min(ok, key=lambda x: x[0]) if ok else max(curve, key=lambda x: x[1])
+    best_f1 = max(curve, key=lambda x: 2 * x[1] * x[2] / (x[1] + x[2]) if x[1] + x[2] else 0.0)
+
+    no_mention_conf = sum(rows.no_mention) / len(rows.no_mention) if rows.no_mention else 0.5
+    report = {
+        "sources": sources,
+        "captions": len(captions),
+        "mention_rows": n_mentions,
+        "mention_positive_share": round(sum(rows.mention_y) / n_mentions, 4),
+        "captions_with_mentions": len(cx),
+        "l2": l2,
+        "folds": folds,
+        "target_precision": target_precision,
+        "out_of_fold": {
+            "min_confidence": t_star,
+            "precision": round(p_star, 4),
+            "recall": round(r_star, 4),
+            "best_f1_threshold": best_f1[0],
+            "best_f1_precision": round(best_f1[1], 4),
+            "best_f1_recall": round(best_f1[2], 4),
+        },
+    }
+    scorer = Scorer(mention, caption, t_star, no_mention_conf, report)
+    return scorer, report

