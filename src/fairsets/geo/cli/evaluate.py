@@ -1,7 +1,23 @@
-"""``fairsets geo evaluate``: score caption → country methods against labelled captions."""
+"""``fairsets geo evaluate``: score caption → country methods against labelled captions.
+
+Each method runs on every labelled caption (``predict_detailed``). The table shows, per method,
+precision and recall at the method's own operating point (its ``min_confidence`` where it has
+one, column ``t``) with bootstrap intervals, F1 and the none confusion; for a method that gives
+scores it adds the lowest threshold whose precision reaches ``--target-precision`` and the recall
+kept there ("P≥0.86 at t=0.62 → R=0.81"). ``hybrid`` also reports the share of captions it sent
+to the LLM.
+
+With ``--out``: ``evaluation.json`` (every method's scores, plus the precision–recall curve and
+the operating points for methods with scores), ``errors-<method>.csv`` (the wrongly answered
+captions with their confidence, evidence and any failure), and ``pr-<method>.png`` per method
+with a curve (plus ``pr.png`` with one line per method when several have one; skipped with a
+log line when matplotlib is missing).
+"""
 
 from __future__ import annotations
 
+import inspect
+import logging
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,7 +29,38 @@ from fairsets._cli_util import die
 
 from .profile import _METHOD_HELP, _OPTION_HELP, build_method
 
+log = logging.getLogger(__name__)
 out_console = Console()
+
+
+def _takes(name: str, option: str) -> bool:
+    """Whether the registered method ``name`` names ``option`` in its constructor."""
+    from fairsets.geo.methods import GEO_METHODS
+
+    try:
+        return option in inspect.signature(GEO_METHODS.get(name)).parameters
+    except KeyError:
+        return False  # an unknown name: build_method reports it
+
+
+def _target_cell(r: dict[str, Any]) -> str:
+    """``t=0.62 → R=0.810``: the lowest threshold reaching the target precision and its recall."""
+    ops = r.get("operating_points")
+    if ops is None:
+        return "-"
+    at = ops["at_target"]
+    if at is None:
+        return "not reached"
+    return f"t={at['threshold']:.2f} → R={at['recall']:.3f}"
+
+
+def _sent_line(name: str, r: dict[str, Any]) -> str | None:
+    if "sent_to_llm" not in r:
+        return None
+    return (
+        f"{name}: {r['sent_to_llm']} of {r['n']} captions sent to the LLM ({r['share_sent_to_llm']:.1%}, "
+        f"confidence below {r['llm_below']:g})"
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -30,52 +77,154 @@ def register(app: typer.Typer) -> None:
         option: Annotated[list[str] | None, typer.Option("--option", "-O", help=_OPTION_HELP)] = None,
         out: Annotated[
             Path | None,
-            typer.Option("--out", "-o", help="Folder for evaluation.json and errors-<method>.csv."),
+            typer.Option(
+                "--out",
+                "-o",
+                help="Folder for evaluation.json, errors-<method>.csv and pr-<method>.png.",
+            ),
         ] = None,
         bootstrap: Annotated[
             int, typer.Option(help="Bootstrap resamples for 95% intervals (0 = none).")
         ] = 1000,
         seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+        min_confidence: Annotated[
+            float | None,
+            typer.Option(
+                "--min-confidence",
+                help="Operating threshold (0-1) for the methods that take one (offline, hybrid).",
+            ),
+        ] = None,
+        target_precision: Annotated[
+            float,
+            typer.Option(
+                "--target-precision",
+                help="Report the lowest threshold whose precision reaches this, with its recall.",
+            ),
+        ] = 0.86,
     ) -> None:
-        """Precision/recall as in the paper (Table 9), F1, the none confusion and per-continent scores."""
+        """Precision/recall as in the paper (Table 9), F1, the none confusion, per-continent scores,
+        and precision–recall curves for methods with a confidence."""
         import time
 
-        from fairsets.geo.evaluate import LabelError, evaluate, load_labelled, write_evaluation
+        from fairsets.geo.evaluate import (
+            LabelError,
+            evaluate_predictions,
+            load_labelled,
+            plot_pr,
+            write_evaluation,
+        )
         from fairsets.geo.profile import ProfileError
 
+        names = list(dict.fromkeys(method or ["offline"]))
+        if not 0.0 < target_precision <= 1.0:
+            die(f"--target-precision must be in (0, 1], not {target_precision}")
+        if min_confidence is not None:
+            if not 0.0 <= min_confidence <= 1.0:
+                die(f"--min-confidence must be between 0 and 1, not {min_confidence}")
+            if not any(_takes(n, "min_confidence") for n in names):
+                die(
+                    f"--min-confidence: {', '.join(names)} give no confidence; "
+                    "use -m offline or -m hybrid (or drop the option)"
+                )
+        if bootstrap < 0:
+            die(f"--bootstrap must be 0 or more, not {bootstrap}")
         try:
             captions, gold = load_labelled(labelled)
         except (LabelError, ProfileError, OSError) as exc:
             die(exc)
         results: dict[str, dict[str, Any]] = {}
-        for name in method or ["offline"]:
-            m = build_method(name, option if len(method or []) <= 1 else None)
+        thresholds: dict[str, float | None] = {}
+        for name in names:
+            opts = list(option or []) if len(names) <= 1 else []
+            if min_confidence is not None and _takes(name, "min_confidence"):
+                opts.append(f"min_confidence={min_confidence}")
+            m = build_method(name, opts)
             t0 = time.perf_counter()
             try:
-                preds, _ = m.predict_with_errors(captions)
+                preds = m.predict_detailed(captions)
             finally:
                 m.close()
-            r = evaluate(gold, preds, captions=captions, bootstrap=bootstrap, seed=seed)
+            r = evaluate_predictions(
+                gold,
+                preds,
+                captions=captions,
+                bootstrap=bootstrap,
+                seed=seed,
+                target_precision=target_precision,
+            )
             r["seconds"] = time.perf_counter() - t0
+            t = getattr(m, "min_confidence", None)
+            if t is None and hasattr(m, "first"):
+                t = getattr(m.first, "min_confidence", None)
+            thresholds[name] = t
+            if t is not None:
+                r["min_confidence"] = t
+            prov = m.provenance()
+            if "sent_to_llm" in prov:
+                r["sent_to_llm"] = prov["sent_to_llm"]
+                r["share_sent_to_llm"] = prov["share_sent_to_llm"]
+                r["llm_below"] = prov["llm_below"]
+            if r.get("pr_curve_skipped"):
+                log.info("%s: no precision–recall curve (%s)", name, r["pr_curve_skipped"])
             results[name] = r
         n_gold = sum(g is not None for g in gold)
         table = Table(title=f"{labelled.name}: {len(captions)} captions, {n_gold} with a country")
-        for col in ("method", "precision", "recall", "F1", "none→country", "country→none", "wrong country"):
-            table.add_column(col, justify="right" if col != "method" else "left")
+        columns = (
+            "method",
+            "t",
+            "precision",
+            "recall",
+            "F1",
+            "none→country",
+            "country→none",
+            "wrong country",
+        )
+        for col in columns:
+            table.add_column(col, justify="right" if col != "method" else "left", no_wrap=col == "method")
+        curves = any("operating_points" in r for r in results.values())
+        if curves:
+            table.add_column(f"P≥{target_precision:g} at", justify="left", no_wrap=True)
         for name, r in results.items():
             c = r["none_confusion"]
             ci_p = r.get("precision_ci95")
             ci_r = r.get("recall_ci95")
-            table.add_row(
+            t = thresholds[name]
+            row = [
                 name,
+                "-" if t is None else f"{t:.2f}",
                 f"{r['precision']:.3f}" + (f" [{ci_p[0]:.2f}, {ci_p[1]:.2f}]" if ci_p else ""),
                 f"{r['recall']:.3f}" + (f" [{ci_r[0]:.2f}, {ci_r[1]:.2f}]" if ci_r else ""),
                 f"{r['f1']:.3f}",
                 str(c["none→country"]),
                 str(c["country→none"]),
                 str(c["country→other country"]),
-            )
+            ]
+            if curves:
+                row.append(_target_cell(r))
+            table.add_row(*row)
         out_console.print(table)
+        err = Console(stderr=True)
+        for name, r in results.items():
+            line = _sent_line(name, r)
+            if line:
+                err.print(line, highlight=False)
+            if r.get("method_errors"):
+                err.print(
+                    f"{name}: failed on {r['method_errors']} captions (see errors-{name}.csv)",
+                    highlight=False,
+                )
         if out is not None:
-            write_evaluation(results, out)
-            Console(stderr=True).print(f"wrote {out / 'evaluation.json'}", highlight=False)
+            try:
+                write_evaluation(results, out)
+                plots = [
+                    plot_pr({n: r}, out / f"pr-{n}.png", title=f"{labelled.name}: {n}")
+                    for n, r in results.items()
+                ]
+                if sum(1 for r in results.values() if r.get("pr_curve")) > 1:
+                    plots.append(plot_pr(results, out / "pr.png", title=labelled.name))
+            except OSError as exc:
+                die(f"{out}: cannot write the evaluation ({exc}); choose a writable folder with --out")
+            err.print(f"wrote {out / 'evaluation.json'}", highlight=False)
+            for p in plots:
+                if p is not None:
+                    err.print(f"wrote {p}", highlight=False)
