@@ -131,3 +131,119 @@ def test_a_csv_row_with_surplus_fields_names_its_line(tmp_path):
     bad.write_text("caption,id\nhello from Paris,1\nhello, from Rome,2\n", encoding="utf-8")
     with pytest.raises(ProfileError, match=r"c\.csv: line 3: 3 fields where the header has 2"):
         read_table(bad)
+
+
+def test_file_output_columns_are_caption_country_confidence_evidence_then_the_input(tmp_path):
+    src = tmp_path / "caps.csv"
+    with src.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["key", "caption", "evidence"])
+        w.writerows([[f"k{i}", c, "mine"] for i, c in enumerate(CAPS)])
+    out = tmp_path / "pred.csv"
+    res = CliRunner().invoke(app, ["geo", "profile", str(src), "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    with out.open(encoding="utf-8") as fh:
+        header = next(csv.reader(fh))
+        fh.seek(0)
+        rows = list(csv.DictReader(fh))
+    assert header == ["caption", "country", "confidence", "evidence", "key"]
+    assert [r["country"] for r in rows] == EXPECTED
+    for r in rows:  # offline gives a confidence for every answer, written with 4 decimals
+        assert len(r["confidence"].split(".")[1]) == 4 and 0.0 <= float(r["confidence"]) <= 1.0
+    assert rows[0]["evidence"] and "Nice" in rows[0]["evidence"]  # the words that decided, not the input's
+    first = out.read_bytes()
+    assert CliRunner().invoke(app, ["geo", "profile", str(src), "--out", str(out), "-q"]).exit_code == 0
+    assert out.read_bytes() == first  # deterministic
+
+
+def test_min_confidence_is_a_method_option_and_refused_where_there_is_none(tmp_path, capsys):
+    from cli_helpers import assert_one_line_error, run_cli
+
+    src = tmp_path / "caps.txt"
+    src.write_text("\n".join(CAPS * 3) + "\n", encoding="utf-8")
+    out = tmp_path / "o.csv"
+    code, _, err = run_cli(
+        ["geo", "profile", src, "-o", out, "-m", "string", "--min-confidence", "0.5"], capsys
+    )
+    assert_one_line_error(
+        code, err, "--min-confidence: method string gives no confidence; use offline or hybrid"
+    )
+    assert not out.exists()
+    code, _, err = run_cli(["geo", "profile", src, "-o", out, "--min-confidence", "1.5"], capsys)
+    assert_one_line_error(code, err, "--min-confidence must be between 0 and 1")
+    kept = {}
+    for m in (0.0, 0.97):
+        code, _, err = run_cli(["geo", "profile", src, "-o", out, "-q", "--min-confidence", str(m)], capsys)
+        assert code == 0, err
+        with out.open(encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        kept[m] = [r["country"] for r in rows]
+        assert all(float(r["confidence"]) >= m for r in rows if r["country"])
+    assert sum(map(bool, kept[0.97])) <= sum(map(bool, kept[0.0]))
+    assert all(a == b for a, b in zip(kept[0.97], kept[0.0], strict=True) if a)
+
+
+def test_the_shard_driver_never_builds_the_method(tmp_path, monkeypatch):
+    from fairsets.geo.methods import GEO_METHODS
+    from fairsets.geo.profile import method_spec
+
+    cls = GEO_METHODS.get("offline")
+    built = []
+    real = cls.__init__
+
+    def counting(self, **options):
+        built.append(options)
+        real(self, **options)
+
+    monkeypatch.setattr(cls, "__init__", counting)
+    folder = _shards(tmp_path, n=3)
+    # inline: the tasks run here, and build the method once for all three shards
+    summary = profile_shards([folder], method_spec("offline"), tmp_path / "a", workers=0)
+    assert summary["captions"] == 15 and len(built) == 1
+    assert summary["method"]["method"] == "offline"  # provenance from a task
+    # the CLI checks the spec without building it: workers in other processes build it
+    built.clear()
+    res = CliRunner().invoke(
+        app, ["geo", "profile", str(folder), "-o", str(tmp_path / "b"), "--workers", "2"]
+    )
+    assert res.exit_code == 0, res.output
+    assert built == []
+    assert json.loads((tmp_path / "b" / "profile.json").read_text())["with_country"] == 6
+
+
+def test_shard_outputs_add_country_confidence_and_evidence(tmp_path):
+    folder = _shards(tmp_path, n=1)
+    out = tmp_path / "out"
+    profile_shards([folder], {"method": "offline"}, out, workers=0)
+    t = pq.read_table(out / "00000.parquet")
+    assert t.column_names == ["caption", "key", "country", "country_confidence", "country_evidence"]
+    assert t.schema.field("country_confidence").type == pa.float64()
+    conf = t.column("country_confidence").to_pylist()
+    assert all(c is not None and 0.0 <= c <= 1.0 for c in conf)
+    ev = t.column("country_evidence").to_pylist()
+    assert [bool(e) for e, c in zip(ev, EXPECTED, strict=True) if c] == [True, True]
+
+
+def test_wrong_method_options_fail_in_one_line_before_any_work(tmp_path, capsys):
+    from cli_helpers import assert_one_line_error, run_cli
+    from fairsets.geo.profile import method_spec
+
+    folder = _shards(tmp_path, n=2)
+    out = tmp_path / "out"
+    code, _, err = run_cli(["geo", "profile", folder, "-o", out, "-O", "treshold=2"], capsys)
+    assert_one_line_error(code, err, "method offline has no option 'treshold'", "threshold")
+    code, _, err = run_cli(
+        ["geo", "profile", folder, "-o", out, "-m", "hybrid", "-O", "first=offline", "-O", "llm.modle=x"],
+        capsys,
+    )
+    assert_one_line_error(code, err, "method llm has no option 'modle'")
+    code, _, err = run_cli(
+        ["geo", "profile", folder, "-o", out, "-m", "hybrid", "-O", "first=telepathy"], capsys
+    )
+    assert_one_line_error(code, err, "unknown geo method 'telepathy'")
+    assert not out.exists()
+    assert method_spec("hybrid", {"first": "offline", "llm": {"model": "m"}}) == {
+        "method": "hybrid",
+        "first": "offline",
+        "llm": {"model": "m"},
+    }

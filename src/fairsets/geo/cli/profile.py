@@ -88,18 +88,34 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[int, typer.Option(help="Shards: parallel tasks (0 = inline).")] = 1,
         ray_address: Annotated[str | None, typer.Option(help="Shards: an existing Ray cluster.")] = None,
         batch_size: Annotated[int, typer.Option(help="Captions per method call.")] = 4096,
+        min_confidence: Annotated[
+            float | None,
+            typer.Option(
+                "--min-confidence",
+                help="Keep a country only when its confidence is at least this (0-1; offline, hybrid).",
+            ),
+        ] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     ) -> None:
-        """Map captions to countries (ISO 3166-1 alpha-3, empty for none), one row per input, in order."""
+        """Map captions to countries (ISO 3166-1 alpha-3, empty for none), one row per input, in order.
+
+        Writes caption, country, confidence and evidence (+ error) then the input's columns;
+        shards get country, country_confidence and country_evidence (+ geo_error). See docs/geo.md.
+        """
         from fairsets.core.progress import Progress
+        from fairsets.core.step import MissingDependency
+        from fairsets.geo.methods import GEO_METHODS, method_from_spec
         from fairsets.geo.profile import (
             CAPTION_FORMATS,
             ProfileError,
             check_shard_out,
+            method_spec,
             profile_file,
             profile_shards,
             shard_inputs,
+            takes_option,
         )
+        from fairsets.models.base import ModelUnavailable
         from fairsets.pipeline.executors import TaskFailed
 
         if executor not in ("local", "ray"):
@@ -114,17 +130,29 @@ def register(app: typer.Typer) -> None:
                 check_shard_out(shard_inputs(inputs), out)
             except ProfileError as exc:
                 die(exc)
+            if _looks_like_file(out):
+                die("several inputs or a folder: --out must be a folder")
         elif inputs[0].suffix.lower() not in CAPTION_FORMATS:
             kind = inputs[0].suffix or "(none)"
             die(f"{inputs[0]}: unsupported format {kind}; use one of {', '.join(CAPTION_FORMATS)}")
-        m = build_method(method, option)
+        # the spec is checked here, before any work; the method is built where it runs
         try:
-            if shard_mode:
-                if _looks_like_file(out):
-                    die("several inputs or a folder: --out must be a folder")
+            options = parse_options(option)
+            GEO_METHODS.get(method)
+            if min_confidence is not None:
+                if not 0.0 <= min_confidence <= 1.0:
+                    die(f"--min-confidence must be between 0 and 1, not {min_confidence}")
+                if not takes_option(method, "min_confidence"):
+                    die(f"--min-confidence: method {method} gives no confidence; use offline or hybrid")
+                options["min_confidence"] = min_confidence
+            spec = method_spec(method, options)
+        except (KeyError, ValueError, TypeError) as exc:
+            die(str(exc).strip("'\""))
+        if shard_mode:
+            try:
                 summary = profile_shards(
                     inputs,
-                    m,
+                    spec,
                     out,
                     executor=executor,
                     workers=workers,
@@ -133,17 +161,24 @@ def register(app: typer.Typer) -> None:
                     batch_size=batch_size,
                     progress=progress,
                 )
-                where = out / "profile.json"
-            else:
-                target = out if _looks_like_file(out) else out / "predictions.csv"
+            except (ProfileError, TaskFailed, MissingDependency, OSError, ValueError) as exc:
+                die(exc)
+            where = out / "profile.json"
+        else:
+            try:
+                m = method_from_spec(spec)
+            except (KeyError, ValueError, TypeError, ModelUnavailable, MissingDependency) as exc:
+                die(str(exc).strip("'\""))
+            target = out if _looks_like_file(out) else out / "predictions.csv"
+            try:
                 summary = profile_file(
                     inputs[0], m, target, caption_col=caption_column, batch_size=batch_size, progress=progress
                 )
-                where = target
-        except (ProfileError, TaskFailed, OSError, ValueError) as exc:
-            die(exc)
-        finally:
-            m.close()
+            except (ProfileError, OSError, ValueError) as exc:
+                die(exc)
+            finally:
+                m.close()
+            where = target
         n, k = summary["captions"], summary["with_country"]
         top = ", ".join(f"{c} {v}" for c, v in list(summary["countries"].items())[:5])
         share = f"{k / n:.1%}" if n else "0%"
