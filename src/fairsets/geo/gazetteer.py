@@ -90,6 +90,9 @@ class Place:
     kind: str
     population: int
     name: str
+    #: How many alternate names GeoNames lists (cities; 0 otherwise): a place's prominence beyond
+    #: its population — Sorrento (Italy) has 11, its namesakes in Louisiana and Victoria 2.
+    names: int = 0
 
 
 def _name_variants(key: str) -> set[str]:
@@ -227,7 +230,7 @@ class Gazetteer:
             iso3 = iso2to3.get(c["countrycode"])
             if iso3 is None or pop < self.min_population:
                 continue
-            place = Place(iso3, "city", pop, c["name"])
+            place = Place(iso3, "city", pop, c["name"], len(c.get("alternatenames") or ()))
             self._add(c["name"], place)
             if pop >= self.alternate_min_population:
                 alternates.extend(
@@ -292,7 +295,7 @@ class Gazetteer:
 
 
 #: Bumped when what the gazetteer holds, or its cache file's layout, changes.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: places carry their number of alternate names
 _ENV_CACHE = "FAIRSETS_CACHE_DIR"
 
 
@@ -329,14 +332,14 @@ def _inputs_digest(min_population: int, alternate_min_population: int) -> str:
 def _dump(g: Gazetteer) -> bytes:
     """The gazetteer as plain tuples (each place once), for :mod:`marshal`."""
     index: dict[Place, int] = {}
-    places: list[tuple[str, str, int, str]] = []
+    places: list[tuple[str, str, int, str, int]] = []
     entries = {}
     for key, bucket in g.entries_frozen.items():
         ids = []
         for p in bucket:
             if p not in index:
                 index[p] = len(places)
-                places.append((p.iso3, p.kind, p.population, p.name))
+                places.append((p.iso3, p.kind, p.population, p.name, p.names))
             ids.append(index[p])
         entries[key] = tuple(ids)
     doc = {
@@ -357,7 +360,7 @@ def _load(data: bytes) -> Gazetteer:
         doc = marshal.loads(data)
         if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT:
             raise ValueError("not a gazetteer cache of this format")
-        places = [Place(iso3, kind, pop, name) for iso3, kind, pop, name in doc["places"]]
+        places = [Place(*row) for row in doc["places"]]
         g = Gazetteer.__new__(Gazetteer)
         g.min_population = int(doc["min_population"])
         g.alternate_min_population = int(doc["alternate_min_population"])

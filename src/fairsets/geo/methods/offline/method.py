@@ -101,19 +101,22 @@ class OfflineMethod(GeoMethod):
         if not 0.0 <= mc <= 1.0 or math.isnan(mc):
             raise ValueError(f"offline: min_confidence must be between 0 and 1, not {min_confidence!r}")
         self.min_confidence = mc
-        self._init_rules(min_population, coupling)
+        self._init_rules(min_population, coupling, self.scorer.prominence)
 
     @classmethod
-    def rules_only(cls, *, min_population: int = 1000, coupling: float = 1.5) -> OfflineMethod:
+    def rules_only(
+        cls, *, min_population: int = 1000, coupling: float = 1.5, prominence: float = 0.0
+    ) -> OfflineMethod:
         """The rules without a scorer: what ``scripts/train_geo_scorer.py`` learns the scorer on."""
         self = cls.__new__(cls)
         GeoMethod.__init__(self, min_population=min_population, coupling=coupling)
         self.threshold = 0.0
-        self._init_rules(min_population, coupling)
+        self._init_rules(min_population, coupling, prominence)
         return self
 
-    def _init_rules(self, min_population: int, coupling: float) -> None:
+    def _init_rules(self, min_population: int, coupling: float, prominence: float) -> None:
         self.coupling = float(coupling)
+        self.prominence = float(prominence)
         self.gaz: Gazetteer = gazetteer(int(min_population))
         self.words = _english_words()
         self.given = _given_names()
@@ -333,10 +336,17 @@ class OfflineMethod(GeoMethod):
         return Mention(i, j, key, places, strength, weights, note, ctx=ctx)
 
     def _weights(self, places: tuple[Place, ...]) -> dict[str, float]:
+        """Each candidate country's share: population × prior, cities also by their prominence.
+
+        ``prominence`` (learned, see :mod:`.training`) weighs a city by how many alternate names
+        GeoNames lists for it relative to a typical city's 20, so the Sorrento of the Amalfi coast
+        outweighs its namesakes of similar size.
+        """
         best: dict[str, float] = {}
+        b = self.prominence
         for p in places:
             if p.kind == "city":
-                pop = p.population or 1000
+                pop = (p.population or 1000) * (((1 + p.names) / 21.0) ** b if b else 1.0)
             elif p.kind in ("country", "alias", "code", "demonym", "demonym_ambiguous"):
                 pop = max(p.population, REGION_POPULATION) * 10
             else:

@@ -122,6 +122,11 @@ MENTION_FEATURES: tuple[str, ...] = (
     "next_number",
     "next_commercial",
     "prev_commercial",
+    "commercial_after3",
+    "commercial_before3",
+    "lead_name_commercial",
+    "prep_no_commercial",
+    "prep_small_town",
     "commercial_words",
     "caption_tokens",
     "other_mentions",
@@ -237,6 +242,8 @@ class Scorer:
     min_confidence: float
     no_mention_confidence: float
     provenance: dict[str, object]
+    #: exponent of a city's alternate-name count in its country weight (learned; 0 = population only)
+    prominence: float = 0.0
 
 
 @functools.cache
@@ -277,6 +284,7 @@ def scorer_from_json(data: dict[str, object]) -> Scorer:
         float(data["min_confidence"]),  # type: ignore[arg-type]
         float(data["no_mention_confidence"]),  # type: ignore[arg-type]
         dict(data.get("provenance", {})),  # type: ignore[call-overload]
+        float(data.get("prominence", 0.0)),  # type: ignore[arg-type]
     )
 
 
@@ -314,6 +322,8 @@ def mention_features(
         if o.start == m.end or o.end == m.start:
             adjacent = 1.0
         support = max(support, sum(min(o.weights.get(c, 0.0), w) for c, w in m.weights.items()))
+    prep = prev is not None and prev.key in PREPOSITIONS
+    near_commercial = any(t.key in COMMERCIAL for t in tokens[max(0, m.start - 3) : m.end + 3])
     x = [float(kind == kk) for kk in KINDS]
     x.append(float(kind not in KINDS))
     x += [
@@ -346,6 +356,13 @@ def mention_features(
         float(nxt is not None and nxt.key[:1].isdigit()),
         float(nxt is not None and nxt.key in COMMERCIAL),
         float(prev is not None and prev.key in COMMERCIAL),
+        float(any(t.key in COMMERCIAL for t in tokens[m.end : m.end + 3])),
+        float(any(t.key in COMMERCIAL for t in tokens[max(0, m.start - 3) : m.start])),
+        # a name that opens a product listing ("Milano 3 seater sofa", "Capri 18k ring")
+        float(m.start == 0 and commercial > 0 and kind not in ("country", "alias", "code", "postcode")),
+        # "in Sorrento", "near Hokitika": a preposition says place unless product words surround it
+        float(prep and not near_commercial),
+        float(prep and kind == "city" and 0 < pop < 50_000),
         math.log1p(commercial),
         math.log1p(n),
         math.log1p(len(mentions) - 1),
@@ -395,6 +412,7 @@ def scorer_json(scorer: Scorer) -> str:
         "caption": scorer.caption.to_json(),
         "min_confidence": round(scorer.min_confidence, 4),
         "no_mention_confidence": round(scorer.no_mention_confidence, 4),
+        "prominence": scorer.prominence,
         "provenance": scorer.provenance,
     }
     return json.dumps(data, indent=1, sort_keys=True) + "\n"

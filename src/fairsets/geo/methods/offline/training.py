@@ -96,6 +96,40 @@ def _prf(pairs: Sequence[tuple[str | None, str | None]]) -> tuple[float, float]:
     return (correct / n_pred if n_pred else 0.0, correct / n_gold if n_gold else 0.0)
 
 
+PROMINENCE_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+
+
+def _fit_prominence(
+    method: OfflineMethod, captions: Sequence[str], gold: Sequence[str | None]
+) -> tuple[float, dict[str, Any]]:
+    """The city-prominence exponent that resolves most ambiguous names to the labelled country.
+
+    Scored on captions with a country where some mention has several candidate countries, one of
+    them the label: the rules' best country must be the label. Ties go to the smaller exponent.
+    """
+    cases = []
+    for caption, g in zip(captions, gold, strict=True):
+        if g is None:
+            continue
+        _, _, mentions = method._analyse(caption)
+        if any(len(m.weights) > 1 and g in m.weights for m in mentions):
+            cases.append((caption, g))
+    right: dict[float, int] = {}
+    for b in PROMINENCE_GRID:
+        method.prominence = b
+        n = 0
+        for caption, g in cases:
+            scores, _ = method._score(caption)
+            if scores and max(scores, key=lambda c: (scores[c], c)) == g:
+                n += 1
+        right[b] = n
+    best = max(PROMINENCE_GRID, key=lambda b: (right[b], -b))
+    return best, {
+        "ambiguous_captions": len(cases),
+        "right_by_prominence": {str(b): n for b, n in right.items()},
+    }
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -121,6 +155,7 @@ def train_scorer(
         captions.extend(caps)
         gold.extend(labs)
         sources.append({"file": path.name, "rows": len(caps), "sha256": _sha256(path)})
+    method.prominence, which_country = _fit_prominence(method, captions, gold)
     rows = collect(method, captions, gold)
     if not rows.mention_x or len(set(rows.mention_y)) < 2:
         raise ValueError("train_scorer: the labelled captions give no positive or no negative mentions")
@@ -185,5 +220,6 @@ def train_scorer(
             "best_f1_recall": round(best_f1[2], 4),
         },
     }
-    scorer = Scorer(mention, caption, t_star, no_mention_conf, report)
+    report["which_country"] = which_country
+    scorer = Scorer(mention, caption, t_star, no_mention_conf, report, method.prominence)
     return scorer, report
