@@ -15,7 +15,7 @@ from fairsets.geo.profile import ProfileError, profile_file, read_table
 
 
 class Keyword(GeoMethod):
-    """A method whose answers are known: Paris → FRA (0.87654), Delhi → IND (no confidence),
+    """A method whose answers are known: Paris → FRA (0.8765432109), Delhi → IND (no confidence),
     "boom" fails, anything else → none (0.25)."""
 
     name = "keyword"
@@ -34,7 +34,7 @@ class Keyword(GeoMethod):
             if "boom" in c:
                 out.append(Prediction(None, None, "", None, None, "server said no"))
             elif "Paris" in c:
-                out.append(Prediction("FRA", 0.87654, "Paris: city", "FRA", 0.87654))
+                out.append(Prediction("FRA", 0.8765432109, "Paris: city", "FRA", 0.8765432109))
             elif "Delhi" in c:
                 out.append(Prediction("IND", None, "Delhi: city", "IND", None))
             else:
@@ -103,7 +103,12 @@ def test_streaming_in_small_batches_equals_one_batch(tmp_path, src_suffix, out_s
     if out_suffix == ".parquet":
         schema = pq.read_schema(small)
         assert schema.field("confidence").type == pa.float64()
-        assert pq.read_table(small).column("confidence").to_pylist()[:4] == [0.87654, 0.25, 0.25, None]
+        assert pq.read_table(small).column("confidence").to_pylist()[:4] == [
+            0.876543,
+            0.25,
+            0.25,
+            None,
+        ]  # 6 decimals
 
 
 def _fmt(value: float | None) -> str:

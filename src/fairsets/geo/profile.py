@@ -62,6 +62,8 @@ CAPTION_FORMATS = (".txt", ".csv", ".tsv", ".parquet", ".jsonl")
 OUTPUT_FORMATS = (".csv", ".tsv", ".parquet", ".jsonl")
 CAPTION_COLUMNS = ("caption", "text", "TEXT")
 SCHEMA = "fairsets.geo.profile/1"
+#: Decimals a confidence keeps in Parquet and JSONL outputs (CSV/TSV show 4).
+CONFIDENCE_DECIMALS = 6
 #: Rows read, profiled and written at a time in one-file mode.
 BATCH_ROWS = 8192
 #: Rows per Parquet row group written in one-file mode.
@@ -127,6 +129,8 @@ def _check_options(name: str, options: dict[str, Any]) -> None:
             if not isinstance(sub, dict):
                 raise ValueError(f"hybrid: {key} must be KEY=VALUE options (-O {key}.KEY=VALUE), not {sub!r}")
             _check_options(inner, sub)
+        if options.get("min_confidence") is not None and not takes_option(first, "min_confidence"):
+            raise ValueError(f"hybrid: min_confidence needs a first method with a confidence, not {first!r}")
 
 
 def method_spec(name: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -521,7 +525,9 @@ def profile_captions(
 
 
 def _confidence(value: float | None) -> float | None:
-    return None if value is None else float(value)
+    """A confidence as written: rounded to 6 decimals, so that the last bits of a float sum
+    (which may change with the order a method adds terms in) do not change the output."""
+    return None if value is None else round(float(value), CONFIDENCE_DECIMALS)
 
 
 def profile_file(
