@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fairsets.cli import app
-from fairsets.geo.methods import get_method
+from fairsets.geo.methods import GEO_METHODS, GeoMethod, get_method
 from fairsets.geo.profile import ProfileError, profile_file, profile_shards, read_table
 
 CAPS = ["Hotel in Nice", "French fries", "", "Car on Rent in Vadodara with Driver", "Kitchen, with a comma"]
@@ -247,3 +247,46 @@ def test_wrong_method_options_fail_in_one_line_before_any_work(tmp_path, capsys)
         "first": "offline",
         "llm": {"model": "m"},
     }
+
+
+class _Relay(GeoMethod):
+    """Answers FRA for "Nice" and counts the other captions as sent on (like hybrid's LLM)."""
+
+    name = "relay-profile-fixture"
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.sent_to_llm = 0
+
+    def predict(self, captions):
+        self.sent_to_llm += sum("Nice" not in c for c in captions)
+        return ["FRA" if "Nice" in c else None for c in captions]
+
+
+def test_captions_sent_to_an_llm_are_counted_per_file_and_per_shard(tmp_path, monkeypatch, capsys):
+    from cli_helpers import run_cli
+
+    monkeypatch.setitem(GEO_METHODS._items, _Relay.name, _Relay)
+    src = tmp_path / "caps.txt"
+    src.write_text("\n".join(CAPS) + "\n", encoding="utf-8")
+    code, _, err = run_cli(["geo", "profile", src, "-o", tmp_path / "o.csv", "-m", _Relay.name, "-q"], capsys)
+    assert code == 0, err
+    assert "4 sent to the LLM (80.0%)" in err
+    folder = _shards(tmp_path, n=3)
+    out = tmp_path / "out"
+    summary = profile_shards([folder], {"method": _Relay.name}, out, workers=0)
+    assert summary["sent_to_llm"] == 12  # 4 a shard, though one method served all three
+    assert [s["sent_to_llm"] for s in summary["shards"].values()] == [4, 4, 4]
+    (out / "00002.parquet").unlink()
+    assert profile_shards([folder], {"method": _Relay.name}, out, workers=0)["sent_to_llm"] == 12  # resumed
+
+
+def test_hybrid_min_confidence_needs_a_first_method_with_one(tmp_path, capsys):
+    from cli_helpers import assert_one_line_error, run_cli
+
+    folder = _shards(tmp_path, n=2)
+    out = tmp_path / "out"
+    args = ["geo", "profile", folder, "-o", out, "-m", "hybrid", "-O", "first=ner", "--min-confidence", "0.5"]
+    code, _, err = run_cli(args, capsys)
+    assert_one_line_error(code, err, "min_confidence needs a first method with a confidence, not 'ner'")
+    assert not out.exists()

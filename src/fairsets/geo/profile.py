@@ -524,6 +524,19 @@ def profile_captions(
     return preds, errors
 
 
+def _sent(method: GeoMethod) -> int | None:
+    """Captions a method has sent to an LLM so far (``hybrid``'s ``sent_to_llm``), else ``None``."""
+    n = getattr(method, "sent_to_llm", None)
+    return n if isinstance(n, int) else None
+
+
+def _with_sent(summary: dict[str, Any], method: GeoMethod, before: int | None) -> dict[str, Any]:
+    after = _sent(method)
+    if before is not None and after is not None:
+        summary["sent_to_llm"] = after - before
+    return summary
+
+
 def _confidence(value: float | None) -> float | None:
     """A confidence as written: rounded to 6 decimals, so that the last bits of a float sum
     (which may change with the order a method adds terms in) do not change the output."""
@@ -561,6 +574,7 @@ def profile_file(
     progress = progress or Progress()
     counts: Counter[str] = Counter()
     errors: dict[int, str] = {}
+    sent = _sent(method)
     n = 0
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(out) as tmp:
@@ -595,7 +609,8 @@ def profile_file(
             raise
         if errors:  # rare (a remote model failed): one more pass adds the error column
             _add_errors(tmp, suffix, columns, writer.schema, errors)
-    return _summary_counts(n, counts, len(errors)) | {"input": str(path), "output": str(out)}
+    summary = _summary_counts(n, counts, len(errors)) | {"input": str(path), "output": str(out)}
+    return _with_sent(summary, method, sent)
 
 
 def _add_errors(path: Path, suffix: str, columns: list[str], schema: Any, errors: dict[int, str]) -> None:
@@ -688,6 +703,7 @@ def run_profile_task(task: dict[str, Any]) -> dict[str, Any]:
     method = _method_for(task["method"])
     size = max(1, int(task.get("batch_size", 4096)))
     preds: list[Prediction] = []
+    sent = _sent(method)
     for start in range(0, len(captions), size):
         preds.extend(_predict(method, captions[start : start + size]))
     cols = {
@@ -712,6 +728,7 @@ def run_profile_task(task: dict[str, Any]) -> dict[str, Any]:
         "provenance": method.provenance(),
         **_summary([p.country for p in preds], [p.error for p in preds]),
     }
+    _with_sent(result, method, sent)
     marker.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(marker, json.dumps(result, sort_keys=True, default=str) + "\n")
     return result
@@ -827,6 +844,11 @@ def profile_shards(
         "with_country": sum(r["with_country"] for r in results.values()),
         "errors": sum(r["errors"] for r in results.values()),
         "skipped": sum(1 for r in results.values() if r.get("skipped")),
+        **(
+            {"sent_to_llm": sum(r["sent_to_llm"] for r in results.values())}
+            if results and all("sent_to_llm" in r for r in results.values())
+            else {}
+        ),
         "countries": dict(sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))),
     }
     atomic_write_text(

@@ -147,7 +147,7 @@ def register(app: typer.Typer) -> None:
                 options["min_confidence"] = min_confidence
             spec = method_spec(method, options)
         except (KeyError, ValueError, TypeError) as exc:
-            die(str(exc).strip("'\""))
+            die(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else exc)
         if shard_mode:
             try:
                 summary = profile_shards(
@@ -168,7 +168,7 @@ def register(app: typer.Typer) -> None:
             try:
                 m = method_from_spec(spec)
             except (KeyError, ValueError, TypeError, ModelUnavailable, MissingDependency) as exc:
-                die(str(exc).strip("'\""))
+                die(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else exc)
             target = out if _looks_like_file(out) else out / "predictions.csv"
             try:
                 summary = profile_file(
@@ -183,6 +183,9 @@ def register(app: typer.Typer) -> None:
         top = ", ".join(f"{c} {v}" for c, v in list(summary["countries"].items())[:5])
         share = f"{k / n:.1%}" if n else "0%"
         msg = f"{n} captions, {k} with a country ({share}); top: {top or '-'}"
+        if summary.get("sent_to_llm") is not None:
+            sent = summary["sent_to_llm"]
+            msg += f"; {sent} sent to the LLM ({sent / n:.1%})" if n else "; none sent to the LLM"
         if summary.get("errors"):
             msg += f"; {summary['errors']} errors (see the error column)"
         Console(stderr=True).print(f"{msg}\nwrote {where}", highlight=False)
