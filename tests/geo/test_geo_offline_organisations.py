@@ -148,7 +148,9 @@ def test_brands_are_matched_as_phrases():
 def test_every_brand_holds_a_place_name_and_none_repeats_a_false_friend():
     gaz = gazetteer()
     false_friends = {" ".join(t) for tuples in _false_friends().values() for t in tuples}
-    lines = [name_key(s) for s in _lines("brands.txt")]
+    raw = _lines("brands.txt")
+    assert all(s == s.lower() for s in raw), [s for s in raw if s != s.lower()]
+    lines = [name_key(s) for s in raw]
     assert len(lines) == len(set(lines)), "a phrase is listed twice"
     for key in lines:
         toks = key.split(" ")
