@@ -30,11 +30,22 @@ class Registry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
+        self._lazy: dict[str, str] = {}
+
+    def lazy(self, name: str, module: str) -> None:
+        """Register ``name`` as provided by ``module``, imported (and so registered) on first use.
+
+        For components whose module is costly to import (an HTTP client, numpy): a worker that
+        never uses them does not pay for them.
+        """
+        if name not in self._items:
+            self._lazy[name] = module
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(obj: T) -> T:
             if name in self._items and self._items[name] is not obj:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
+            self._lazy.pop(name, None)
             self._items[name] = obj
             with contextlib.suppress(AttributeError, TypeError):  # e.g. functions with __slots__
                 obj.registered_name = name  # type: ignore[attr-defined]
@@ -43,17 +54,21 @@ class Registry(Generic[T]):
         return deco
 
     def get(self, name: str) -> T:
+        if name not in self._items and name in self._lazy:
+            import importlib
+
+            importlib.import_module(self._lazy[name])
         try:
             return self._items[name]
         except KeyError:
-            known = ", ".join(sorted(self._items)) or "none"
+            known = ", ".join(self.names()) or "none"
             raise UnknownName(f"unknown {self.kind} {name!r} (known: {known})") from None
 
     def names(self) -> list[str]:
-        return sorted(self._items)
+        return sorted({*self._items, *self._lazy})
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        return name in self._items or name in self._lazy
 
 
 STEPS: Registry[Any] = Registry("step")

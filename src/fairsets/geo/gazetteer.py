@@ -25,8 +25,10 @@ import marshal
 import os
 import re
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .countries import countries, country_terms, data_text, fold
 
@@ -295,7 +297,7 @@ class Gazetteer:
 
 
 #: Bumped when what the gazetteer holds, or its cache file's layout, changes.
-CACHE_FORMAT = 2  # 2: places carry their number of alternate names
+CACHE_FORMAT = 3  # 2: places carry their number of alternate names; 3: checksum, first tokens
 _ENV_CACHE = "FAIRSETS_CACHE_DIR"
 
 
@@ -350,27 +352,76 @@ def _dump(g: Gazetteer) -> bytes:
         "admin_codes": dict(getattr(g, "admin_codes", {})),
         "min_population": g.min_population,
         "alternate_min_population": g.alternate_min_population,
+        "first_tokens": frozenset(g.first_tokens),
     }
-    return marshal.dumps(doc)
+    body = marshal.dumps(doc)
+    return hashlib.sha256(body).digest() + body
+
+
+class _LazyEntries(Mapping[str, tuple[Place, ...]]):
+    """Key → places of a loaded cache, each bucket built into :class:`Place` objects on first use.
+
+    Building all 250,000 buckets up front costs more than loading the file; a run looks up only
+    the names its captions contain.
+    """
+
+    __slots__ = ("_built", "_ids", "_rows")
+
+    def __init__(self, ids: dict[str, tuple[int, ...]], rows: list[tuple[Any, ...]]) -> None:
+        self._ids = ids
+        self._rows = rows
+        self._built: dict[str, tuple[Place, ...]] = {}
+
+    def __getitem__(self, key: str) -> tuple[Place, ...]:
+        hit = self._built.get(key)
+        if hit is None:
+            rows = self._rows
+            hit = self._built[key] = tuple(Place(*rows[i]) for i in self._ids[key])
+        return hit
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._ids else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._ids
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
 
 
 def _load(data: bytes) -> Gazetteer:
     """A gazetteer from :func:`_dump`'s bytes (ValueError when they are not such a file)."""
+    body = data[32:]
+    if len(data) < 32 or hashlib.sha256(body).digest() != data[:32]:
+        raise ValueError("checksum mismatch (a truncated or damaged file)")
     try:
-        doc = marshal.loads(data)
+        doc = marshal.loads(body)
         if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT:
             raise ValueError("not a gazetteer cache of this format")
-        places = [Place(*row) for row in doc["places"]]
+        rows = doc["places"]
+        if not isinstance(rows, list):
+            raise ValueError("places are not a list")
         g = Gazetteer.__new__(Gazetteer)
         g.min_population = int(doc["min_population"])
         g.alternate_min_population = int(doc["alternate_min_population"])
         g.entries = {}
-        g.entries_frozen = {k: tuple(places[i] for i in ids) for k, ids in doc["entries"].items()}
+        ids = doc["entries"]
+        if not isinstance(ids, dict):
+            raise ValueError("entries are not a mapping")
+        # The checksum guards the bytes this function's writer produced; buckets are built into
+        # places on first lookup (see _LazyEntries).
+        g.entries_frozen = _LazyEntries(ids, rows)  # type: ignore[assignment]
+        first = doc["first_tokens"]
+        if not isinstance(first, frozenset):
+            raise ValueError("first tokens are not a set")
+        g.first_tokens = first
         g.max_tokens = int(doc["max_tokens"])
         g.admin_codes = dict(doc["admin_codes"])
     except (EOFError, TypeError, KeyError, IndexError, ValueError) as e:
         raise ValueError(f"unreadable gazetteer cache ({e})") from None
-    g.first_tokens = {k.split(" ", 1)[0] for k in g.entries_frozen}
     g.build_seconds = 0.0
     return g
 

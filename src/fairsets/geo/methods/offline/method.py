@@ -433,7 +433,9 @@ class OfflineMethod(GeoMethod):
                     a.listed = b.listed = True
                 # "Paris, Texas", "Athens, Georgia", "Perth, Scotland": read both names as
                 # the country they share, when they share one.
-                shared = set(a.weights) & set(b.weights)
+                shared = sorted(
+                    set(a.weights) & set(b.weights)
+                )  # a fixed order: the same sums in every process
                 container = b.note in CONTAINERS and not a.note.endswith(":weak")
                 if container and shared and (len(a.weights) > 1 or len(b.weights) > 1):
                     for m in (a, b):

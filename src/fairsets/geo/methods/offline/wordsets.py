@@ -1,9 +1,17 @@
 """Word sets the ``offline`` method loads once: false friends and given names (``data/``), the
-English dictionary (``english-words``) and English word frequencies (``wordfreq``)."""
+English dictionary (``english-words``) and English word frequencies (``wordfreq``).
+
+The dictionary and the frequencies are kept in the user cache beside the gazetteer
+(``words-{digest}.marshal``, keyed by both packages' versions, with a checksum): importing
+wordfreq and decoding its tables takes longer than the rest of the method's start-up.
+"""
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import logging
+import marshal
 import math
 from typing import Any
 
@@ -36,25 +44,82 @@ def _given_names() -> frozenset[str]:
     return frozenset(fold(x) for x in _lines("given_names.txt"))
 
 
-@functools.cache
-def _english_words() -> frozenset[str]:
-    """Lower-case English dictionary words (Webster's 2nd, public domain, via ``english-words``)."""
+log = logging.getLogger(__name__)
+_WORDS_FORMAT = 1
+
+
+def _build_words() -> dict[str, Any]:
+    words: list[str] | None = None
+    freq: dict[str, float] | None = None
     try:
         from english_words import get_english_words_set
     except ImportError:  # pragma: no cover - a dependency of the geo extra
-        return frozenset()
-    words = get_english_words_set(["web2"], lower=False)
-    return frozenset(w for w in words if w.islower())
+        pass
+    else:
+        words = sorted(w for w in get_english_words_set(["web2"], lower=False) if w.islower())
+    try:
+        from wordfreq import get_frequency_dict
+    except ImportError:  # pragma: no cover - a dependency of the geo extra
+        pass
+    else:
+        freq = dict(get_frequency_dict("en"))
+    return {"format": _WORDS_FORMAT, "words": words, "freq": freq}
+
+
+@functools.cache
+def _word_tables() -> dict[str, Any]:
+    """``{"words": [...] | None, "freq": {...} | None}``, from the user cache when it is there."""
+    import importlib.metadata as md
+
+    from ...gazetteer import cache_dir
+
+    versions = []
+    for pkg in ("english-words", "wordfreq"):
+        try:
+            versions.append(f"{pkg}={md.version(pkg)}")
+        except md.PackageNotFoundError:
+            versions.append(f"{pkg}=-")
+    digest = hashlib.sha256(repr((_WORDS_FORMAT, versions)).encode()).hexdigest()[:20]
+    try:
+        path = cache_dir() / f"words-{digest}.marshal"
+    except OSError:  # no home folder to cache in
+        return _build_words()
+    try:
+        data = path.read_bytes()
+        body = data[32:]
+        if hashlib.sha256(body).digest() == data[:32]:
+            doc = marshal.loads(body)
+            if isinstance(doc, dict) and doc.get("format") == _WORDS_FORMAT:
+                return doc
+        log.warning("%s: damaged; reading the word lists again", path)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, EOFError, TypeError) as e:
+        log.warning("%s: %s; reading the word lists again", path, e)
+    doc = _build_words()
+    from fairsets.core.atomic import atomic_write_bytes
+
+    body = marshal.dumps(doc)
+    try:
+        atomic_write_bytes(path, hashlib.sha256(body).digest() + body)
+    except OSError as e:
+        log.debug("word-list cache not written (%s)", e)
+    return doc
+
+
+@functools.cache
+def _english_words() -> frozenset[str]:
+    """Lower-case English dictionary words (Webster's 2nd, public domain, via ``english-words``)."""
+    words = _word_tables().get("words")
+    return frozenset(words) if isinstance(words, list) else frozenset()
 
 
 @functools.cache
 def _zipf() -> Any:
     """wordfreq's English Zipf frequency, or None when wordfreq is not installed."""
-    try:
-        from wordfreq import get_frequency_dict
-    except ImportError:  # pragma: no cover - a dependency of the geo extra
+    freq = _word_tables().get("freq")
+    if not isinstance(freq, dict):
         return None
-    freq = get_frequency_dict("en")
 
     def zipf(word: str) -> float:
         f = freq.get(word, 0.0)
