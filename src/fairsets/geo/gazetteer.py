@@ -256,7 +256,8 @@ class Gazetteer:
         """Longest non-overlapping gazetteer matches, left to right: ``(start, end, key)``."""
         out = []
         i, n = 0, len(tokens)
-        entries = self.entries_frozen
+        # membership only: a loaded cache answers it from its plain dict, without building places
+        entries = getattr(self.entries_frozen, "_ids", self.entries_frozen)
         first = self.first_tokens
         while i < n:
             if tokens[i].key not in first or (blocked and i in blocked):

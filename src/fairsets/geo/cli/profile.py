@@ -51,7 +51,8 @@ def build_method(name: str, options: list[str] | None) -> Any:
     try:
         return get_method(name, **parse_options(options))
     except (KeyError, ValueError, TypeError, ModelUnavailable, MissingDependency) as exc:
-        die(str(exc).strip("'\""))
+        # a KeyError's str() is its repr (quoted); any other message keeps its own quotes
+        die(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
 
 
 def _looks_like_file(out: Path) -> bool:

@@ -388,6 +388,7 @@ KIND_STRENGTH = {
     "place": 2.5,
     "admin_code": 1.6,
     "postcode": 2.0,
+    "organisation": 2.0,
     "region_demonym": 1.8,
     "demonym_ambiguous": 0.7,
 }

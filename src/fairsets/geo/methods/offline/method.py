@@ -16,6 +16,7 @@ from typing import Any
 from ...gazetteer import Gazetteer, Place, Token, gazetteer, name_key, tokenize
 from ..base import GEO_METHODS, GeoMethod, Prediction
 from .evidence import admin_code_countries, is_slug, loose_uk, postcodes
+from .organisations import find_brands, find_organisations
 from .lexicon import (
     _GLUE,
     BRANDS,
@@ -388,10 +389,21 @@ class OfflineMethod(GeoMethod):
         return tokens, mode, mentions
 
     def _find(self, caption: str, tokens: list[Token], mode: str) -> list[Mention]:
-        blocked = self._blocked(tokens)
         mentions: list[Mention] = []
         taken: set[int] = set()
         posts: list[Mention] = []
+        # Teams, universities, stadiums and institutions of one country, before the false friends
+        # are masked: "Manchester United" is not the city, but it is English.
+        for s, e, iso3, _kind in find_organisations(tokens):
+            text = caption[tokens[s].start : tokens[e - 1].end]
+            place = Place(iso3, "organisation", 0, text)
+            strength = KIND_STRENGTH["organisation"]
+            key = " ".join(t.key for t in tokens[s:e])
+            posts.append(Mention(s, e, key, (place,), strength, {iso3: 1.0}, "organisation"))
+            taken.update(range(s, e))
+        blocked = self._blocked(tokens)
+        for s, e in find_brands(tokens):  # "Kia Sorento", "Hampton Bay fan": names, not places
+            blocked.update(range(s, e))
         for s, e, iso3 in postcodes(caption):
             span = [k for k, t in enumerate(tokens) if t.start >= s and t.end <= e]
             if span:

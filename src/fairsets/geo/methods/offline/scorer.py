@@ -68,6 +68,7 @@ KINDS = (
     "city",
     "admin_code",
     "postcode",
+    "organisation",
 )
 
 #: Words of product listings, shops and property ads: a place-like word among them is more often
