@@ -16,7 +16,6 @@ from typing import Any
 from ...gazetteer import Gazetteer, Place, Token, gazetteer, name_key, tokenize
 from ..base import GEO_METHODS, GeoMethod, Prediction
 from .evidence import admin_code_countries, is_slug, loose_uk, postcodes
-from .organisations import find_brands, find_organisations
 from .lexicon import (
     _GLUE,
     BRANDS,
@@ -34,6 +33,7 @@ from .lexicon import (
     TITLES,
     WEAK,
 )
+from .organisations import find_brands, find_organisations
 from .scorer import COMMERCIAL, Scorer, caption_features, load_scorer, mention_features, scorer_from_file
 from .wordsets import _english_words, _false_friends, _given_names, _zipf
 
