@@ -1,6 +1,7 @@
 """``offline``: the best caption → country mapping without a language model.
 
-Pipeline per caption (no model, ~10k captions/s on one core):
+Pipeline per caption (rules find the candidates, two small learned models decide; ~9k captions/s
+on one core, see ``docs/geo-offline.md``):
 
 1. **Tokens and casing.** Words with their original case; the caption's case mode (``normal``
    sentence case, ``title`` case, ``upper``, ``lower``) decides how much a capital letter says.
@@ -27,8 +28,16 @@ Pipeline per caption (no model, ~10k captions/s on one core):
    most; mentions that support the same country reinforce each other, so "Paris, Texas" →
    USA, "Cambridge, MA" → USA, "Victoria, BC" → CAN, "Perth, Scotland" → GBR, "Tbilisi,
    Georgia" → GEO.
-6. **Decision.** The country with the highest total wins if it reaches ``threshold``;
-   otherwise "no country".
+6. **Organisations and brands.** Teams, universities, stadiums and national institutions of one
+   country (``data/organisations.csv``) are mentions of that country; brand and product-line
+   phrases (``data/brands.txt``: "kia sorento", "hampton bay") are masked like false friends.
+7. **Decision (learned).** :mod:`~fairsets.geo.methods.offline.scorer`: a logistic model gives
+   each mention the probability that it is a place in the caption's country (from its kind,
+   population, commonness, case, neighbouring words, the caption's commercial vocabulary and the
+   other mentions); a second one turns the best country's mentions into the caption's
+   ``confidence``. The country is kept when the confidence reaches ``min_confidence``. Both are
+   trained by ``scripts/train_geo_scorer.py`` (:mod:`~fairsets.geo.methods.offline.training`) and
+   shipped as ``data/offline_scorer.json``; ``-O scorer=FILE`` loads another.
 """
 
 from __future__ import annotations
