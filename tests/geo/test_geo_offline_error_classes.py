@@ -94,3 +94,21 @@ def test_real_places_among_product_words_are_still_found(
     p = offline.decide(caption)
     assert p.country == country, p.evidence
     assert p.confidence is not None and p.confidence >= offline.min_confidence
+
+
+@pytest.mark.parametrize(
+    ("caption", "country"),
+    [
+        ("Boca Juniors flag at the stadium", "ARG"),
+        ("Galatasaray scarf on the office wall", "TUR"),
+        ("All Blacks flag at the hotel bar", "NZL"),
+        ("Flamengo fans flag on the road", "BRA"),
+    ],
+)
+def test_teams_and_institutions_imply_their_country(
+    offline: OfflineMethod, caption: str, country: str
+) -> None:
+    """failed before: None for each (no place name in the caption)."""
+    p = offline.decide(caption)
+    assert p.country == country, p.evidence
+    assert "organisation" in p.evidence
