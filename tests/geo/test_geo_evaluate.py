@@ -8,8 +8,6 @@ import json
 import logging
 import random
 import sys
-from collections.abc import Sequence
-from typing import Any
 
 import pytest
 
@@ -24,7 +22,8 @@ from fairsets.geo.evaluate import (
     pr_curve,
     write_evaluation,
 )
-from fairsets.geo.methods import GEO_METHODS, GeoMethod, Prediction
+from fairsets.geo.methods import Prediction
+from geo_scored import register_scored
 
 
 def test_precision_and_recall_follow_the_papers_definitions():
@@ -207,36 +206,9 @@ def test_plot_is_a_png_and_skipped_without_curve_or_matplotlib(tmp_path, monkeyp
 
 
 # -- the CLI ------------------------------------------------------------------------------------
-class _Scored(GeoMethod):
-    """Reads "ISO3 score" captions: the candidate and its probability (``none 0.9``: no country)."""
-
-    name = "scored-fixture"
-
-    def __init__(self, *, min_confidence: float = 0.5, **options: Any) -> None:
-        super().__init__(min_confidence=min_confidence, **options)
-        self.min_confidence = float(min_confidence)
-
-    def predict(self, captions: Sequence[str]) -> list[str | None]:
-        return [p.country for p in self.predict_detailed(captions)]
-
-    def predict_detailed(self, captions: Sequence[str]) -> list[Prediction]:
-        out = []
-        for c in captions:
-            code, s = c.split()
-            s = float(s)
-            if code == "none":
-                out.append(Prediction(None, s, "", None, 0.0))
-            elif s >= self.min_confidence:
-                out.append(Prediction(code, s, f"{code} word", code, s))
-            else:
-                out.append(Prediction(None, 1 - s, f"rejected: {code} word", code, s))
-        return out
-
-
 @pytest.fixture()
 def scored(monkeypatch):
-    monkeypatch.setitem(GEO_METHODS._items, _Scored.name, _Scored)
-    return _Scored.name
+    return register_scored(monkeypatch)
 
 
 @pytest.fixture()

@@ -4,13 +4,13 @@ method is unsure (a confidence below ``llm_below``) or, for a method without one
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from cli_helpers import run_cli
-from fairsets.geo.methods import GEO_METHODS, GeoMethod, Prediction, get_method, method_from_spec
+from fairsets.geo.methods import Prediction, get_method, method_from_spec
+from geo_scored import register_scored
 from servers import LoopbackServer, json_response
 
 ANSWERS = {
@@ -23,36 +23,9 @@ ANSWERS = {
 }
 
 
-class _Scored(GeoMethod):
-    """Reads "ISO3 score" captions: the candidate and its probability (``none 0.9``: no country)."""
-
-    name = "scored-hybrid-fixture"
-
-    def __init__(self, *, min_confidence: float = 0.5, **options: Any) -> None:
-        super().__init__(min_confidence=min_confidence, **options)
-        self.min_confidence = float(min_confidence)
-
-    def predict(self, captions: Sequence[str]) -> list[str | None]:
-        return [p.country for p in self.predict_detailed(captions)]
-
-    def predict_detailed(self, captions: Sequence[str]) -> list[Prediction]:
-        out = []
-        for c in captions:
-            code, s = c.split()
-            s = float(s)
-            if code == "none":
-                out.append(Prediction(None, s, "", None, 0.0))
-            elif s >= self.min_confidence:
-                out.append(Prediction(code, s, f"{code} word", code, s))
-            else:
-                out.append(Prediction(None, 1 - s, f"rejected: {code} word", code, s))
-        return out
-
-
 @pytest.fixture()
 def scored(monkeypatch):
-    monkeypatch.setitem(GEO_METHODS._items, _Scored.name, _Scored)
-    return _Scored.name
+    return register_scored(monkeypatch)
 
 
 @pytest.fixture()
