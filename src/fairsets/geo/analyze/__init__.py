@@ -24,17 +24,30 @@ Per entity and overall (the pooled rows):
    in (1.5, 3], the numerically maximised discrete likelihood otherwise). Fewer than
    :data:`MIN_POWER_LAW_COUNTRIES` countries give an ``insufficient_data`` record.
 3. **Correlations** of country frequency with GDP and population (Pearson and Spearman, with
-   p-values and ``n``) over the countries of the reference table that have a value; reference
-   countries absent from the data count as **0** (the paper correlates counts over countries);
-   data countries missing from the reference are left out and counted.
+   p-values and ``n``) over one of two country sets, named in each record (``over``) and in
+   ``definitions.correlation_set``: ``present`` (the default: countries with at least one row
+   that the reference has a value for, the points of the paper's Figure 4) or ``reference``
+   (every reference country with a value, those absent from the data counting as **0** rows).
+   Both are computed; the other one is each record's ``alternative`` (``correlate_over`` picks
+   the headline). The choice matters: absent countries are mostly small, so the zeros alone
+   can make a correlation that the present countries do not show. Data countries missing from
+   the reference are left out and counted.
 4. **Geographic representativeness** (§4.2, Tables 2, 14): ``GR(c, n) = p(c|n) / p_true(c|n)``
    over the countries of the reference distribution (``p`` is renormalised over the rows whose
    country is in the reference; rows outside it are counted); *over* if ``GR > r``, *under* if
-   ``GR < 1/r`` (default ``r = 3``); percentages are of the reference's countries.
+   ``GR < 1/r`` (default ``r = 3``); percentages are of the reference's countries. The default
+   reference is uniform over the 197 independent countries for every entity; the paper uses one
+   real-world distribution per entity (households for house, tourism for hotel, ...), which a
+   weights CSV with an ``entity`` column supplies (:func:`fairsets.geo.reference.load_weights`).
 5. **Diversity** (§4.3, Tables 3, 15, 16; :mod:`fairsets.geo.diversity`): ``div`` per (entity,
-   country) with ``n >= min_samples`` samples (default 100; the paper's "more than 100" is 101),
-   the entity's mean ± std over countries and ρ(frequency, diversity), for captions (``ρ_fc``)
-   and images (``ρ_fi``).
+   country) for countries with **more than** ``T`` samples (``n > T``, ``T = 100``: the paper's
+   rule) or, with ``diversity_rule="inclusive"``, ``n >= T``; the entity's mean ± std over
+   countries and ρ(frequency, diversity), for captions (``ρ_fc``) and images (``ρ_fi``).
+
+``analysis.json`` has a ``definitions`` block: one sentence per headline number naming the
+definition used (shares' denominator, underspecified, the empty-caption rule, the correlation
+set, the diversity threshold, the power-law estimator and its two readings, the GR reference and
+its renormalisation).
 
 :func:`run_analysis` writes ``OUT/analysis.json`` (schema :data:`ANALYSIS_SCHEMA`),
 ``OUT/report.html`` and CSV tables (``shares.csv``, ``countries.csv``, ``continents.csv``,
@@ -65,7 +78,7 @@ from .power_law import (
 from .power_law import COMPARE_P as COMPARE_P
 from .power_law import PLAUSIBLE_P as PLAUSIBLE_P
 from .representation import representativeness
-from .run import run_analysis
+from .run import CORRELATE_OVER, DIVERSITY_RULES, run_analysis
 from .shares import CONTINENT_CODES, continent_shares, country_counts, share_table
 from .tables import write_tables
 
@@ -74,7 +87,9 @@ __all__ = [
     "ANALYSIS_FILE",
     "ANALYSIS_SCHEMA",
     "CONTINENT_CODES",
+    "CORRELATE_OVER",
     "DEFAULT_BOOTSTRAP",
+    "DIVERSITY_RULES",
     "MIN_POWER_LAW_COUNTRIES",
     "REPORT_FILE",
     "Profile",

@@ -20,8 +20,8 @@ def frequency_correlation(
         values: the reference value per ISO3 code (GDP, population); non-finite values are
             dropped.
         include_zero: count reference countries that are absent from the data as frequency 0
-            (the default, as the paper correlates over countries); False restricts to countries
-            with at least one row.
+            (the ``reference`` set); False restricts to countries with at least one row (the
+            ``present`` set, which :func:`~fairsets.geo.analyze.run_analysis` makes the headline).
 
     Returns:
         ``{"status": "ok", "n", "n_zero_count", "n_not_in_reference", "zero_counts_included",

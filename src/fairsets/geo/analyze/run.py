@@ -22,6 +22,7 @@ from ..analysis_schema import ANALYSIS_FILE, ANALYSIS_SCHEMA, OVERALL, REPORT_FI
 from ..diversity import Encoder
 from ..reference import CountryWeights, default_reference, load_reference
 from ..report import render_report
+from . import load as _load
 from .correlations import frequency_correlation
 from .group_diversity import _diversity
 from .load import load_profile
@@ -41,7 +42,44 @@ from .tables import write_tables
 if TYPE_CHECKING:
     from fairsets.core.progress import Progress
 
-__all__ = ["run_analysis"]
+__all__ = ["CORRELATE_OVER", "DIVERSITY_RULES", "diversity_min_n", "run_analysis"]
+
+CORRELATE_OVER = ("present", "reference")
+"""Country sets of the correlations: ``present`` (countries with at least one row that the
+reference has a value for; the points of the paper's Figure 4, the default) or ``reference`` (every
+reference country with a value; countries absent from the data count as 0 rows)."""
+
+DIVERSITY_RULES = ("paper", "inclusive")
+"""How the diversity threshold ``T`` is read: ``paper`` scores countries with ``n > T`` (§4.3:
+"more than 100"; the default), ``inclusive`` those with ``n >= T``."""
+
+_CORRELATION_SETS = {
+    "present": "countries with at least one row that the reference has a value for "
+    "(the paper's Figure 4 plots these)",
+    "reference": "every country of the reference that has a value; countries absent from the data "
+    "count as 0 rows",
+}
+
+
+def diversity_min_n(threshold: int, rule: str) -> int:
+    """The smallest sample count a country needs for diversity: ``threshold + 1`` under the paper's
+    rule (``n > threshold``), ``threshold`` under the inclusive one (``n >= threshold``)."""
+    if rule not in DIVERSITY_RULES:
+        raise ValueError(f"unknown diversity rule {rule!r}: use {' or '.join(DIVERSITY_RULES)}")
+    if threshold < 1:
+        raise ValueError(f"the diversity threshold must be >= 1, got {threshold}")
+    return threshold + 1 if rule == "paper" else threshold
+
+
+def _empty_caption_rule() -> str:
+    """The empty-caption rule :mod:`.load` declares (a module constant naming it), if any."""
+    for name, value in sorted(vars(_load).items()):
+        if name.isupper() and "EMPTY" in name and "CAPTION" in name and isinstance(value, str):
+            return value
+    return (
+        "a row is counted by its country column whatever its caption; an empty or missing caption "
+        "is not a reason to drop the row"
+    )
 
 
 def _reference_table(
@@ -80,6 +118,7 @@ def _group_record(
     name: str,
     ref_values: pd.DataFrame,
     has_gdp: bool,
+    correlate_over: str,
     weights: pd.Series | None,
     r: float,
     top_k: int,
@@ -115,7 +154,17 @@ def _group_record(
                 "then --reference gdp.csv)",
             }
         else:
-            corr[col] = frequency_correlation(counts, ref_values[col].dropna())
+            values = ref_values[col].dropna()
+            by_set = {
+                over: frequency_correlation(counts, values, include_zero=over == "reference")
+                for over in CORRELATE_OVER
+            }
+            other = next(o for o in CORRELATE_OVER if o != correlate_over)
+            corr[col] = {
+                **by_set[correlate_over],
+                "over": correlate_over,
+                "alternative": {**by_set[other], "over": other},
+            }
     record["correlations"] = corr
     if weights is None:
         record["representation"] = {
@@ -125,6 +174,58 @@ def _group_record(
     else:
         record["representation"] = representativeness(counts, weights, r=r)
     return record
+
+
+def _definitions(
+    *,
+    correlate_over: str,
+    diversity_rule: str,
+    weights: CountryWeights,
+    r: float,
+    overall_power_law: Mapping[str, Any],
+) -> dict[str, str]:
+    """The definition behind every headline number of the analysis, one sentence each."""
+    gof = overall_power_law.get("gof") or {}
+    estimator = overall_power_law.get("estimator") or (
+        "the powerlaw package's discrete MLE of alpha (CSN 2009 eq. 3.7's approximation when "
+        "x_min >= 10 and alpha is in (1.5, 3], the numerically maximised discrete likelihood "
+        "otherwise); x_min minimises the KS distance"
+    )
+    readings = gof.get("definition") or (
+        f"goodness-of-fit p = share of semi-parametric bootstrap sets whose refitted KS distance is at "
+        f"least the data's; the paper reads p < 0.05 as 'follows a power law', Clauset, Shalizi & "
+        f"Newman read p >= {PLAUSIBLE_P} as 'plausible' (both readings are reported)"
+    )
+    if isinstance(estimator, Mapping):
+        estimator = "; ".join(f"{k}: {v}" for k, v in estimator.items())
+    if isinstance(readings, Mapping):
+        readings = "; ".join(f"{k}: {v}" for k, v in readings.items())
+    entity_specific = sorted(weights.by_entity)
+    gr_ref = f"{weights.description} ({weights.name})"
+    if entity_specific:
+        gr_ref += f"; entity-specific distributions for {', '.join(entity_specific)}"
+    else:
+        gr_ref += (
+            "; the same distribution for every entity (the paper uses one true distribution per "
+            "entity: households for house, tourism statistics for hotel, ...; pass them with "
+            "--gr-reference CSV and an entity column)"
+        )
+    return {
+        "shares_denominator": "all analysed rows of the group (underspecified + top-k + remaining = 1); "
+        "continent shares are of the country-specified rows",
+        "underspecified": "a row whose country is empty, null or a 'no country' answer",
+        "empty_caption_rule": _empty_caption_rule(),
+        "correlation_set": f"{correlate_over}: {_CORRELATION_SETS[correlate_over]}; the other set is "
+        "reported under each correlation's 'alternative'",
+        "diversity_threshold": diversity_rule,
+        "power_law_estimator": str(estimator),
+        "power_law_readings": str(readings),
+        "gr_reference": gr_ref,
+        "gr_renormalisation": "p(c) = rows naming c / rows naming any country of the reference (rows "
+        "naming countries outside it are left out and counted); p_true is renormalised over the "
+        f"reference's countries; over if GR > {r:g}, under if GR < 1/{r:g}; percentages are of the "
+        "reference's countries",
+    }
 
 
 def _jsonable(obj: Any) -> Any:
@@ -153,7 +254,10 @@ def run_analysis(
     reference: str | os.PathLike[str] | pd.DataFrame | None = None,
     gr_reference: str | os.PathLike[str] | CountryWeights = "uniform",
     r: float = 3.0,
-    min_samples: int = 100,
+    min_samples: int | None = None,
+    diversity_threshold: int = 100,
+    diversity_rule: str = "paper",
+    correlate_over: str = "present",
     top_k: int = 10,
     text_encoder: Encoder | None = None,
     image_encoder: Encoder | None = None,
@@ -175,7 +279,14 @@ def run_analysis(
         gr_reference: the GR reference distribution (``"uniform"``, ``"uniform-all"``,
             ``"population"``, a weights CSV, or a :class:`~fairsets.geo.reference.CountryWeights`).
         r: GR threshold (``>= 1``).
-        min_samples: diversity is computed for (entity, country) cells with ``n >= min_samples``.
+        min_samples: shorthand for ``diversity_threshold=min_samples, diversity_rule="inclusive"``
+            (cells with ``n >= min_samples``); ``None``: use the two settings below.
+        diversity_threshold: the diversity threshold ``T`` (default 100, the paper's).
+        diversity_rule: ``"paper"`` scores (entity, country) cells with ``n > T`` (the paper's
+            "more than 100"), ``"inclusive"`` those with ``n >= T`` (:data:`DIVERSITY_RULES`).
+        correlate_over: the headline correlation's country set, ``"present"`` (countries with
+            rows, the default) or ``"reference"`` (zeros for reference countries without rows);
+            the other set is reported too, under ``alternative`` (:data:`CORRELATE_OVER`).
         top_k: the "top" countries of the shares.
         text_encoder: caption encoder for caption diversity (``None``: skipped).
         image_encoder: image encoder for image diversity (``None``: skipped).
@@ -199,8 +310,13 @@ def run_analysis(
 
     if not r >= 1:
         raise ValueError(f"r must be >= 1, got {r}")
-    if min_samples < 1:
-        raise ValueError(f"min_samples must be >= 1, got {min_samples}")
+    if min_samples is not None:
+        if min_samples < 1:
+            raise ValueError(f"min_samples must be >= 1, got {min_samples}")
+        diversity_threshold, diversity_rule = min_samples, "inclusive"
+    min_n = diversity_min_n(diversity_threshold, diversity_rule)
+    if correlate_over not in CORRELATE_OVER:
+        raise ValueError(f"unknown correlation set {correlate_over!r}: use {' or '.join(CORRELATE_OVER)}")
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
     if bootstrap < 0:
@@ -247,6 +363,7 @@ def run_analysis(
         common = {
             "ref_values": ref_values,
             "has_gdp": has_gdp,
+            "correlate_over": correlate_over,
             "r": r,
             "top_k": top_k,
             "bootstrap": bootstrap,
@@ -262,17 +379,23 @@ def run_analysis(
             by_entity[e] = _group_record(sub, name=f"entity:{e}", weights=weights.for_group(e), **common)
 
     groups = {e: rows.index[rows["entity"] == e] for e in entities} if entities else {OVERALL: rows.index}
+    op = ">" if diversity_rule == "paper" else ">="
+    div_rule = f"a country is scored when it has n {op} {diversity_threshold} samples" + (
+        " (the paper's 'more than 100')" if diversity_rule == "paper" else " (inclusive; the paper: n > 100)"
+    )
     div: dict[str, Any] = {
-        "min_samples": min_samples,
-        "rule": f"a country is scored when it has n >= {min_samples} samples (the paper: n > 100)",
+        "min_samples": min_n,
+        "threshold": diversity_threshold,
+        "threshold_rule": diversity_rule,
+        "rule": div_rule,
         "std": "population standard deviation (ddof=0) over countries",
         "text": None,
         "image": None,
     }
     if text_encoder is not None:
-        div["text"] = _diversity(profile, text_encoder, "text", groups, min_samples, progress)
+        div["text"] = _diversity(profile, text_encoder, "text", groups, min_n, progress)
     if image_encoder is not None:
-        div["image"] = _diversity(profile, image_encoder, "image", groups, min_samples, progress)
+        div["image"] = _diversity(profile, image_encoder, "image", groups, min_n, progress)
 
     doc: dict[str, Any] = {
         "schema": ANALYSIS_SCHEMA,
@@ -290,18 +413,27 @@ def run_analysis(
         "settings": {
             "top_k": top_k,
             "r": r,
-            "min_samples": min_samples,
+            "min_samples": min_n,
+            "diversity_threshold": diversity_threshold,
+            "diversity_rule": diversity_rule,
+            "correlate_over": correlate_over,
             "bootstrap": bootstrap,
             "seed": seed,
             "alternatives": alternatives,
             "plausible_p": PLAUSIBLE_P,
             "compare_p": COMPARE_P,
             "min_power_law_countries": MIN_POWER_LAW_COUNTRIES,
-            "correlations": "over the reference's countries with a value; "
-            "countries absent from the data count as 0",
+            "correlations": _CORRELATION_SETS[correlate_over],
             "gr": "p renormalised over rows whose country is in the reference; "
             "over if GR > r, under if GR < 1/r",
         },
+        "definitions": _definitions(
+            correlate_over=correlate_over,
+            diversity_rule=div_rule,
+            weights=weights,
+            r=r,
+            overall_power_law=overall["power_law"],
+        ),
         "reference": ref_info,
         "gr_reference": {
             "name": weights.name,

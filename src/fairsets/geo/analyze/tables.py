@@ -22,6 +22,14 @@ def _groups(doc: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     return [*doc["entities"].items(), (OVERALL, doc["overall"])]
 
 
+def _paper_follows(gof: Mapping[str, Any]) -> bool | None:
+    """The paper's reading (p < 0.05: "follows a power law"), from the record or its p-value."""
+    if "paper_follows_power_law" in gof:
+        return gof["paper_follows_power_law"]
+    p = gof.get("p")
+    return None if not isinstance(p, (int, float)) or isinstance(p, bool) else p < 0.05
+
+
 def _csv(path: Path, frame: pd.DataFrame) -> Path:
     return atomic_write_text(path, frame.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
 
@@ -30,9 +38,10 @@ def write_tables(doc: Mapping[str, Any], out: str | os.PathLike[str]) -> list[Pa
     """Write the analysis as CSV tables (atomically) and return their paths.
 
     ``shares.csv`` (Table 1), ``countries.csv`` (counts), ``continents.csv`` (Table 11),
-    ``power_law.csv``, ``correlations.csv``, ``representation.csv`` (Tables 2/14, per country)
-    and ``diversity.csv`` (per group, modality and country). The overall rows have group
-    ``overall``; the entity rows carry ``kind = entity``.
+    ``power_law.csv`` (with both readings of the GOF p-value), ``correlations.csv`` (one row per
+    group, variable and country set; ``headline`` marks the set the analysis reports),
+    ``representation.csv`` (Tables 2/14, per country) and ``diversity.csv`` (per group, modality
+    and country). The overall rows have group ``overall``; the entity rows carry ``kind = entity``.
     """
     out = Path(out)
     table = countries()
@@ -90,6 +99,8 @@ def write_tables(doc: Mapping[str, Any], out: str | os.PathLike[str]) -> list[Pa
                 gof_p=gof.get("p"),
                 bootstrap=gof.get("bootstrap"),
                 plausible=gof.get("plausible"),
+                paper_follows_power_law=_paper_follows(gof),
+                csn_plausible=gof.get("csn_plausible", gof.get("plausible")),
             )
             for alt, cmp_ in pl["comparisons"].items():
                 row[f"R_{alt}"] = cmp_["R"]
@@ -97,21 +108,25 @@ def write_tables(doc: Mapping[str, Any], out: str | os.PathLike[str]) -> list[Pa
         else:
             row["reason"] = pl.get("reason")
         pls.append(row)
-        for var, cr in g["correlations"].items():
-            corrs.append(
-                {
-                    "group": name,
-                    "variable": var,
-                    "status": cr["status"],
-                    "n": cr.get("n"),
-                    "n_zero_count": cr.get("n_zero_count"),
-                    "n_not_in_reference": cr.get("n_not_in_reference"),
-                    "pearson_r": (cr.get("pearson") or {}).get("r"),
-                    "pearson_p": (cr.get("pearson") or {}).get("p"),
-                    "spearman_rho": (cr.get("spearman") or {}).get("rho"),
-                    "spearman_p": (cr.get("spearman") or {}).get("p"),
-                }
-            )
+        for var, head in g["correlations"].items():
+            alt = head.get("alternative")
+            for cr, headline in ((head, True), *(((alt, False),) if isinstance(alt, Mapping) else ())):
+                corrs.append(
+                    {
+                        "group": name,
+                        "variable": var,
+                        "over": cr.get("over"),
+                        "headline": headline,
+                        "status": cr["status"],
+                        "n": cr.get("n"),
+                        "n_zero_count": cr.get("n_zero_count"),
+                        "n_not_in_reference": cr.get("n_not_in_reference"),
+                        "pearson_r": (cr.get("pearson") or {}).get("r"),
+                        "pearson_p": (cr.get("pearson") or {}).get("p"),
+                        "spearman_rho": (cr.get("spearman") or {}).get("rho"),
+                        "spearman_p": (cr.get("spearman") or {}).get("p"),
+                    }
+                )
         rep = g["representation"]
         for c in rep.get("countries") or []:
             reps.append({"group": name, **c, "name": table[c["iso3"]].name})

@@ -12,53 +12,104 @@ from fairsets._cli_util import die
 _GEO_REQUIRES = (("pandas", "geo"), ("scipy", "geo"), ("powerlaw", "geo"), ("matplotlib", "geo"))
 
 
-def _summary(doc: dict[str, Any]) -> None:
-    """A rich table: one row per entity and one for all rows."""
+def _pct(x: Any) -> str:
+    return f"{100 * x:.1f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "–"
+
+
+def _rho(c: Any) -> str:
+    return f"{c['spearman']['rho']:.2f}" if isinstance(c, dict) and c.get("status") == "ok" else "–"
+
+
+def _summary(doc: dict[str, Any], console: Any = None) -> None:
+    """Two narrow rich tables (distribution; representation, correlations and diversity), one row
+    per entity and one for all rows, then the definitions behind the numbers.
+
+    Headers are short and never wrap or truncate (``no_wrap``); long group names fold instead, so
+    an 80-column terminal shows every header in full.
+    """
     from rich.console import Console
     from rich.table import Table
 
-    top_k = doc["settings"]["top_k"]
-    table = Table(
-        title=f"{doc['input']['n_rows']} rows ({doc['input']['n_excluded_entity_absent']} excluded)"
+    from fairsets.geo.report.context import gof_readings
+
+    console = console or Console()
+    settings = doc["settings"]
+    top_k = settings["top_k"]
+    plausible_p = settings.get("plausible_p", 0.1)
+    groups = [*doc["entities"].items(), ("overall", doc["overall"])]
+
+    def table(title: str, headers: list[str]) -> Any:
+        t = Table(title=title, title_justify="left")
+        for h in headers:
+            left = h == "group"
+            t.add_column(
+                h,
+                justify="left" if left else "right",
+                no_wrap=not left,
+                overflow="fold",
+                min_width=None if left else len(h),
+                max_width=24 if left else None,
+            )
+        return t
+
+    dist = table(
+        f"{doc['input']['n_rows']} rows ({doc['input']['n_excluded_entity_absent']} excluded)",
+        ["group", "rows", "undersp %", f"top-{top_k} %", "countries", "α", "GOF p", "PL"],
     )
-    for col in (
-        "group",
-        "rows",
-        "undersp. %",
-        f"top-{top_k} %",
-        "countries",
-        "α",
-        "GOF p",
-        "under %",
-        "over %",
-    ):
-        table.add_column(col, justify="left" if col == "group" else "right")
-    mods = [m for m in ("text", "image") if doc["diversity"].get(m)]
-    for m in mods:
-        table.add_column(f"div {m}", justify="right")
-
-    def pct(x: Any) -> str:
-        return f"{100 * x:.1f}" if isinstance(x, (int, float)) else "–"
-
-    for name, g in [*doc["entities"].items(), ("overall", doc["overall"])]:
-        pl, rep = g["power_law"], g["representation"]
-        gof = (pl.get("gof") or {}).get("p")
-        cells = [
+    for name, g in groups:
+        pl = g["power_law"]
+        gof = pl.get("gof") or {}
+        p = gof.get("p")
+        follows, plausible = gof_readings(gof, plausible_p) if pl["status"] == "ok" else (None, None)
+        verdict = (
+            "–"
+            if follows is None and plausible is None
+            else "/".join(
+                [
+                    {True: "F", False: "-", None: "?"}[follows],
+                    {True: "P", False: "-", None: "?"}[plausible],
+                ]
+            )
+        )
+        dist.add_row(
             name,
             str(g["n_rows"]),
-            pct(g["shares"]["underspecified"]),
-            pct(g["shares"]["top"]),
+            _pct(g["shares"]["underspecified"]),
+            _pct(g["shares"]["top"]),
             str(g["n_countries"]),
             f"{pl['alpha']:.2f}" if pl["status"] == "ok" else "–",
-            f"{gof:.2f}" if isinstance(gof, float) else "–",
-            pct(rep.get("under_share")),
-            pct(rep.get("over_share")),
+            f"{p:.2f}" if isinstance(p, float) else "–",
+            verdict,
+        )
+    console.print(dist)
+
+    mods = [m for m in ("text", "image") if doc["diversity"].get(m)]
+    rep_table = table(
+        "representation, correlations, diversity",
+        ["group", "under %", "over %", "ρ GDP", "ρ pop", *(f"div {m}" for m in mods)],
+    )
+    for name, g in groups:
+        rep, corr = g["representation"], g["correlations"]
+        cells = [
+            name,
+            _pct(rep.get("under_share")),
+            _pct(rep.get("over_share")),
+            _rho(corr.get("gdp")),
+            _rho(corr.get("population")),
         ]
         for m in mods:
             d = doc["diversity"][m]["groups"].get(name if doc["entities"] else "overall")
             cells.append(f"{d['mean']:.3f}" if d and d["mean"] is not None else "–")
-        table.add_row(*cells)
-    Console().print(table)
+        rep_table.add_row(*cells)
+    console.print(rep_table)
+    over = settings.get("correlate_over", "reference")
+    console.print(
+        f"PL: F = follows (paper, GOF p < 0.05), P = plausible (CSN, p ≥ {plausible_p:g}). "
+        f"ρ: Spearman over {'countries with rows' if over == 'present' else 'every reference country'} "
+        f"(--correlate-over). Diversity: {doc['diversity'].get('rule', '–')}. "
+        "Every definition: analysis.json 'definitions'.",
+        soft_wrap=False,
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -95,12 +146,29 @@ def register(app: typer.Typer) -> None:
         r: Annotated[
             float, typer.Option("--r", help="GR threshold: over if GR > r, under if GR < 1/r.", min=1.0)
         ] = 3.0,
-        min_samples: Annotated[
-            int,
+        correlate_over: Annotated[
+            str,
             typer.Option(
-                help="Diversity: score (entity, country) cells with n >= this (the paper: > 100).", min=1
+                help="Headline correlation set: present (countries with rows, as the paper's Figure 4) "
+                "or reference (every reference country, 0 rows where absent); the other is reported too."
             ),
+        ] = "present",
+        diversity_threshold: Annotated[
+            int, typer.Option(help="Diversity: the sample threshold T per (entity, country).", min=1)
         ] = 100,
+        diversity_rule: Annotated[
+            str,
+            typer.Option(
+                help="Diversity: paper scores countries with n > T (the paper's 'more than 100'), "
+                "inclusive those with n >= T."
+            ),
+        ] = "paper",
+        min_samples: Annotated[
+            int | None,
+            typer.Option(
+                help="Same as --diversity-threshold N --diversity-rule inclusive.", min=1, hidden=True
+            ),
+        ] = None,
         top_k: Annotated[int, typer.Option(help="Countries in the 'top' share (Table 1).", min=1)] = 10,
         text_encoder: Annotated[
             str,
@@ -157,6 +225,12 @@ def register(app: typer.Typer) -> None:
             _input_files(Path(profiled))
         except (FileNotFoundError, ValueError) as exc:
             die(exc)
+        from fairsets.geo.analyze import CORRELATE_OVER, DIVERSITY_RULES
+
+        if correlate_over.strip().lower() not in CORRELATE_OVER:
+            die(f"--correlate-over {correlate_over!r} is not known: use {' or '.join(CORRELATE_OVER)}")
+        if diversity_rule.strip().lower() not in DIVERSITY_RULES:
+            die(f"--diversity-rule {diversity_rule!r} is not known: use {' or '.join(DIVERSITY_RULES)}")
         text = None
         image = None
         try:
@@ -177,6 +251,9 @@ def register(app: typer.Typer) -> None:
                 gr_reference=gr_reference,
                 r=r,
                 min_samples=min_samples,
+                diversity_threshold=diversity_threshold,
+                diversity_rule=diversity_rule.strip().lower(),
+                correlate_over=correlate_over.strip().lower(),
                 top_k=top_k,
                 text_encoder=text,
                 image_encoder=image,

@@ -11,7 +11,9 @@ from ..countries import CONTINENTS
 from .formatting import country_name, num, p_value, pct
 from .plots import CONTINENT_ORDER, continents_png, diversity_png, rank_frequency_png, scatter_png
 
-__all__ = ["build_context"]
+__all__ = ["build_context", "gof_readings"]
+
+PAPER_P = 0.05  # the paper reads GOF p < 0.05 as "follows a power law" (§4.1, Fig. 3)
 
 _ALT_NAMES = {"truncated_power_law": "truncated power law", "stretched_exponential": "stretched exp."}
 _TOP_N = 20  # countries in the bar chart
@@ -31,12 +33,25 @@ def _under_text(rep: Mapping[str, Any]) -> str:
     return text or "–"
 
 
+def gof_readings(gof: Mapping[str, Any], plausible_p: float = 0.1) -> tuple[bool | None, bool | None]:
+    """Both readings of a power-law GOF p-value: the paper's "follows" (``p < 0.05``) and Clauset,
+    Shalizi & Newman's "plausible" (``p >= plausible_p``); the record's own fields when it has them
+    (``paper_follows_power_law``, ``csn_plausible``, or the older ``plausible``), else from ``p``;
+    ``None`` without a p-value."""
+    p = gof.get("p") if gof.get("status", "ok") == "ok" else None
+    has_p = isinstance(p, (int, float)) and not isinstance(p, bool)
+    follows = gof.get("paper_follows_power_law", (p < PAPER_P) if has_p else None)
+    plausible = gof.get("csn_plausible", gof.get("plausible", (p >= plausible_p) if has_p else None))
+    return follows, plausible
+
+
 def build_context(doc: Mapping[str, Any]) -> dict[str, Any]:
     entities = list(doc["entities"].items())
     groups = [*entities, ("Overall", doc["overall"])]
     settings = doc["settings"]
     overall = doc["overall"]
     inp = doc["input"]
+    plausible_p = settings.get("plausible_p", 0.1)
 
     share_rows = []
     for name, g in groups:
@@ -77,42 +92,45 @@ def build_context(doc: Mapping[str, Any]) -> dict[str, Any]:
     ]
 
     pl_rows = []
-    alts: list[str] = []
     for name, g in groups:
         pl = g["power_law"]
         row: dict[str, Any] = {"name": name, "overall": g is overall, "status": pl["status"]}
         if pl["status"] == "ok":
             gof = pl.get("gof") or {}
+            p = gof.get("p") if gof.get("status", "ok") == "ok" else None
+            follows, plausible = gof_readings(gof, plausible_p)
             row["cells"] = [
                 str(pl["n_countries"]),
-                num(pl["alpha"]),
-                num(pl["sigma"]),
-                format_number(pl["xmin"]),
-                str(pl["n_tail"]),
+                f"{num(pl['alpha'])} ± {num(pl['sigma'])}",
+                f"{format_number(pl['xmin'])} ({pl['n_tail']})",
                 num(pl["ks_d"]),
-                p_value(gof.get("p")) if gof.get("status") == "ok" else "–",
-                {True: "yes", False: "no"}.get(gof.get("plausible"), "–"),
+                p_value(p),
+                {True: "yes", False: "no"}.get(follows, "–"),
+                {True: "yes", False: "no"}.get(plausible, "–"),
             ]
-            cmp_cells = []
-            for alt, c in pl["comparisons"].items():
-                if alt not in alts:
-                    alts.append(alt)
-                cmp_cells.append(
-                    "–"
-                    if c.get("R") is None
-                    else f"{c['R']:+.2f} ({p_value(c['p'])})"
-                    + (" ✱" if c.get("favours") not in ("neither", None) else "")
-                )
-            row["cmp"] = cmp_cells
+            row["cmp"] = [
+                f"{_ALT_NAMES.get(alt, alt)} {c['R']:+.2f} ({p_value(c['p'])})"
+                + (" ✱" if c.get("favours") not in ("neither", None) else "")
+                for alt, c in pl["comparisons"].items()
+                if c.get("R") is not None
+            ]
         else:
             row["reason"] = pl.get("reason", "")
         pl_rows.append(row)
+    overall_pl = overall["power_law"]
+    pl_estimator = overall_pl.get("estimator") if overall_pl.get("status") == "ok" else None
+    if isinstance(pl_estimator, Mapping):
+        pl_estimator = "; ".join(f"{k}: {v}" for k, v in pl_estimator.items())
 
     corr_rows = []
+    sets = {"present": "countries with rows", "reference": "every reference country"}
+    head_over = settings.get("correlate_over", "reference")  # older analyses: zeros included
+    other_over = "reference" if head_over == "present" else "present"
     for name, g in groups:
         cells = []
         for var in ("gdp", "population"):
             c = g["correlations"].get(var) or {}
+            alt = c.get("alternative") or {}
             if c.get("status") == "ok":
                 cells += [
                     f"{c['pearson']['r']:.2f} ({p_value(c['pearson']['p'])})",
@@ -121,12 +139,18 @@ def build_context(doc: Mapping[str, Any]) -> dict[str, Any]:
                 ]
             else:
                 cells += ["–", "–", str(c.get("n", "–"))]
+            cells.append(
+                f"{alt['spearman']['rho']:.2f} ({p_value(alt['spearman']['p'])}), n={alt['n']}"
+                if alt.get("status") == "ok"
+                else "–"
+            )
         corr_rows.append({"name": name, "overall": g is overall, "cells": cells})
     ref_vals = doc.get("reference_values") or {}
     scatter_pngs = []
     for var, label in (("gdp", "GDP (current US$)"), ("population", "population")):
         vals = ref_vals.get(var)
-        corr = overall["correlations"].get(var) or {}
+        corr = dict(overall["correlations"].get(var) or {})
+        corr.setdefault("over", head_over)
         if vals and corr.get("status") in ("ok", "insufficient_data"):
             scatter_pngs.append({"label": label, "png": scatter_png(counts, vals, corr, label)})
 
@@ -204,6 +228,7 @@ def build_context(doc: Mapping[str, Any]) -> dict[str, Any]:
                     }
                 )
 
+    definitions = [(k.replace("_", " ").capitalize(), v) for k, v in (doc.get("definitions") or {}).items()]
     ref = doc.get("reference") or {}
     gr_ref = doc.get("gr_reference") or {}
     setup = [
@@ -214,6 +239,7 @@ def build_context(doc: Mapping[str, Any]) -> dict[str, Any]:
         ("Entities", ", ".join(inp.get("entities") or []) or "–"),
         ("GDP source", ref.get("gdp_source") or "none (no GDP correlation)"),
         ("Population source", ref.get("population_source") or "–"),
+        ("Correlations over", sets.get(head_over, head_over)),
         ("GR reference", gr_ref.get("description", "–")),
         ("GR threshold r", f"{settings['r']:g}"),
         ("Power-law bootstrap", f"{settings['bootstrap']} synthetic sets, seed {settings['seed']}"),
@@ -231,11 +257,14 @@ def build_context(doc: Mapping[str, Any]) -> dict[str, Any]:
         "continents_png": continents_png(groups),
         "pl_png": rank_frequency_png([("Overall", overall), *entities]),
         "pl_rows": pl_rows,
-        "alts": alts,
-        "alt_names": _ALT_NAMES,
-        "plausible_p": settings.get("plausible_p", 0.1),
+        "pl_estimator": pl_estimator,
+        "plausible_p": plausible_p,
         "compare_p": settings.get("compare_p", 0.1),
         "corr_rows": corr_rows,
+        "corr_over": sets.get(head_over, head_over),
+        "corr_other": sets.get(other_over, other_over),
+        "definitions": definitions,
+        "gr_entity_specific": gr_ref.get("entity_specific") or [],
         "scatter_pngs": scatter_pngs,
         "gr_rows": gr_rows,
         "gr_detail": gr_detail,
@@ -246,4 +275,5 @@ def build_context(doc: Mapping[str, Any]) -> dict[str, Any]:
         "div_detail": div_detail,
         "div_png": diversity_png(div) if div_mods else None,
         "min_samples": div.get("min_samples"),
+        "div_rule": div.get("rule", f"n >= {div.get('min_samples')}"),
     }

@@ -12,7 +12,14 @@ from ...audit.report.plots import figure, mpl_label, png_uri
 from ..countries import CONTINENTS
 from .formatting import p_value
 
-__all__ = ["CONTINENT_ORDER", "continents_png", "diversity_png", "rank_frequency_png", "scatter_png"]
+__all__ = [
+    "CONTINENT_ORDER",
+    "continents_png",
+    "diversity_png",
+    "place_labels",
+    "rank_frequency_png",
+    "scatter_png",
+]
 
 CONTINENT_ORDER = ("NA", "EU", "AS", "OC", "AF", "SA", "AN")
 _CONTINENT_COLOURS = {
@@ -98,34 +105,85 @@ def rank_frequency_png(groups: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     return png_uri(fig)
 
 
+_LABEL_OFFSETS = ((4, 3), (4, -9), (-4, 3), (-4, -9), (6, -3), (-6, -3))  # points: NE, SE, NW, SW, E, W
+_MAX_LABELS = 15
+
+
+def place_labels(ax: Any, points: Sequence[tuple[str, float, float]], *, fontsize: float = 7) -> list[str]:
+    """Label points without overlap, greedily: each label (in the given order, most important
+    first) takes the first of a few offsets around its point whose box overlaps no label placed
+    before and stays inside the axes; a label with no free offset is left out. Needs a drawn
+    figure (the layout fixed). Returns the labels placed."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    boxes: list[Any] = []
+    placed = []
+    for text, x, y in points:
+        for dx, dy in _LABEL_OFFSETS:
+            ann = ax.annotate(
+                text,
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                fontsize=fontsize,
+                ha="left" if dx > 0 else "right",
+                va="bottom" if dy > 0 else "center" if dy == -3 else "top",
+            )
+            ann.set_in_layout(False)
+            box = ann.get_window_extent(renderer).expanded(1.05, 1.1)
+            inside = box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0 and box.y1 <= frame.y1
+            if inside and not any(box.overlaps(b) for b in boxes):
+                boxes.append(box)
+                placed.append(text)
+                break
+            ann.remove()
+    return placed
+
+
 def scatter_png(
     counts: Mapping[str, int], values: Mapping[str, float], corr: Mapping[str, Any], label: str
 ) -> str:
-    """Reference value (log x) vs rows + 1 (log y), the most frequent countries labelled."""
+    """Reference value (log x) vs rows (log y) over the correlation's country set, the most frequent
+    countries labelled without overlap.
+
+    Over the ``present`` set the points are the countries with rows (y = rows); over the
+    ``reference`` set every reference country is a point (y = rows + 1, so zeros show). Countries
+    whose value is not positive cannot sit on the log axis: the title says how many of the
+    correlation's ``n`` are plotted.
+    """
     import numpy as np
 
-    codes = sorted(values)
+    present = corr.get("over") == "present"
+    codes = sorted(c for c in values if not present or counts.get(c, 0) > 0)
     x = np.array([values[c] for c in codes], dtype=float)
-    y = np.array([counts.get(c, 0) for c in codes], dtype=float)
+    y = np.array([counts.get(c, 0) for c in codes], dtype=float) + (0 if present else 1)
     keep = x > 0
-    fig = figure(6.4, 4.4)
+    fig = figure(6.4, 4.6)
     ax = fig.add_subplot()
-    ax.scatter(x[keep], y[keep] + 1, s=12, alpha=0.7, color="#4c72b0", edgecolors="none")
+    ax.scatter(x[keep], y[keep], s=12, alpha=0.7, color="#4c72b0", edgecolors="none")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    top = sorted((c for c in codes if counts.get(c, 0) > 0 and values[c] > 0), key=lambda c: -counts[c])[:10]
-    for c in top:
-        ax.annotate(c, (values[c], counts[c] + 1), fontsize=7, xytext=(3, 2), textcoords="offset points")
-    title = f"Rows per country vs {label}"
+    over = "countries with rows" if present else "every reference country (no rows: 0)"
+    title = f"Rows per country vs {label}, over {over}"
     if corr.get("status") == "ok":
         title += (
             f" — Pearson r={corr['pearson']['r']:.2f} (p {p_value(corr['pearson']['p'])}),"
             f" Spearman ρ={corr['spearman']['rho']:.2f}, n={corr['n']}"
         )
-    ax.set_title(textwrap.fill(title, 72), fontsize=9)
+    n_counted = corr.get("n", len(codes))
+    n_plotted = int(keep.sum())
+    if n_plotted != n_counted:
+        title += f"; {n_plotted} of the {n_counted} plotted ({n_counted - n_plotted} with {label} ≤ 0)"
+    ax.set_title(textwrap.fill(title, 78), fontsize=9)
     ax.set_xlabel(label + " (log)")
-    ax.set_ylabel("rows + 1 (log)")
+    ax.set_ylabel(("rows" if present else "rows + 1") + " (log)")
     ax.grid(alpha=0.3, which="both", lw=0.4)
+    fig.canvas.draw()  # fixes the layout, so label boxes are where they will be drawn
+    top = sorted((c for c in codes if counts.get(c, 0) > 0 and values[c] > 0), key=lambda c: (-counts[c], c))
+    place_labels(
+        ax, [(c, values[c], counts[c] + (0 if present else 1)) for c in top[:_MAX_LABELS]], fontsize=7
+    )
     return png_uri(fig)
 
 

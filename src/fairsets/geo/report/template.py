@@ -17,6 +17,9 @@ table { border-collapse: collapse; margin: .6rem 0; font-size: .88rem; display: 
 th, td { border: 1px solid #d0d0d0; padding: .25rem .5rem; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+table.fit { display: table; width: 100%; font-size: .84rem; }
+table.fit th { white-space: normal; }
+td.cmp { font-size: .8rem; white-space: nowrap; }
 tr.overall td { font-weight: 600; background: #fafafa; }
 table.kv th { width: 16rem; }
 .fig { overflow-x: auto; margin: .6rem 0; }
@@ -37,6 +40,13 @@ entities{% endif %}, {{ doc.overall.n_countries }} countries named,
 <table class="kv">
 {% for k, v in setup %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>
 {% endfor %}</table>
+
+<h2 id="definitions">Definitions</h2>
+<p class="note">The definition behind each headline number (also in analysis.json,
+<code>definitions</code>).</p>
+{% if definitions %}<table class="kv">
+{% for k, v in definitions %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>
+{% endfor %}</table>{% else %}<p>This analysis predates the definitions block.</p>{% endif %}
 
 <h2 id="shares">Where the rows come from (Table 1)</h2>
 <p class="note">Percent of all rows: captions naming no country (underspecified), naming one of the
@@ -60,34 +70,38 @@ entities{% endif %}, {{ doc.overall.n_countries }} countries named,
 {% endfor %}</table>
 
 <h2 id="power-law">Power law</h2>
-<p class="note">Discrete power law fitted to the rows per country (Clauset, Shalizi &amp; Newman 2009):
-x_min minimises the KS distance D; σ is the standard error of α. The goodness-of-fit p is the share
-of semi-parametric bootstrap sets whose refitted D is at least the data's; the power law is
-plausible when p ≥ {{ plausible_p }}. R is the log-likelihood ratio against each alternative
-(R &gt; 0 favours the power law; ✱ marks p &lt; {{ compare_p }}). The line in each panel is the fitted
-law in rank–frequency form (rank = n_tail · P(X ≥ x)).</p>
+<p class="note">Discrete power law fitted to the rows per country (Clauset, Shalizi &amp; Newman 2009,
+"CSN"): x_min minimises the KS distance D; σ is the standard error of α; n_tail countries have at
+least x_min rows.{% if pl_estimator %} Estimator: {{ pl_estimator }}.{% endif %} The goodness-of-fit p
+is the share of semi-parametric bootstrap sets whose refitted D is at least the data's. It is read two
+ways, both shown: the paper calls a distribution a power law when p &lt; 0.05 ("follows"); CSN call
+the power law plausible when p ≥ {{ plausible_p }} (a small p rejects it). R is the log-likelihood
+ratio against each alternative (R &gt; 0 favours the power law; ✱ marks p &lt; {{ compare_p }}). The
+line in each panel is the fitted law in rank–frequency form (rank = n_tail · P(X ≥ x)).</p>
 <div class="fig"><img alt="Rank-frequency plots with fitted power laws" src="{{ pl_png }}"></div>
-<table>
-<tr>{% for h in ["Group", "Countries", "α", "σ", "x_min", "n_tail", "D", "GOF p", "Plausible"] %}
-<th{% if alts %} rowspan="2"{% endif %}>{{ h }}</th>{% endfor %}
-{% if alts %}<th colspan="{{ alts | length }}">R (p) against</th>{% endif %}</tr>
-{% if alts %}<tr>{% for a in alts %}<th>{{ alt_names.get(a, a) }}</th>{% endfor %}</tr>{% endif %}
+<table class="fit">
+<tr><th>Group</th><th>Countries</th><th>α ± σ</th><th>x_min (n_tail)</th><th>D</th><th>GOF p</th>
+<th>Follows (paper: p &lt; 0.05)</th><th>Plausible (CSN: p ≥ {{ plausible_p }})</th>
+<th>R (p) against</th></tr>
 {% for r in pl_rows %}<tr{% if r.overall %} class="overall"{% endif %}><td>{{ r.name }}</td>
 {% if r.status == "ok" %}{% for c in r.cells %}<td class="n">{{ c }}</td>{% endfor %}
-{% for c in r.cmp %}<td class="n">{{ c }}</td>{% endfor %}
-{% else %}<td colspan="{{ 8 + alts | length }}">{{ r.reason }}</td>{% endif %}</tr>
+<td class="cmp">{% for c in r.cmp %}{{ c }}{% if not loop.last %}<br>{% endif %}{% else %}–{% endfor %}</td>
+{% else %}<td colspan="8">{{ r.reason }}</td>{% endif %}</tr>
 {% endfor %}</table>
 
 <h2 id="correlations">Frequency vs GDP and population</h2>
-<p class="note">Correlation of rows per country with the reference value over every country of the
-reference that has one; countries absent from the data count as 0 rows; countries missing from the
-reference are left out. Cells: coefficient (p-value).</p>
+<p class="note">Correlation of rows per country with the reference value. Headline: over
+{{ corr_over }} (countries missing from the reference are left out). The last column of each variable
+gives Spearman's ρ over {{ corr_other }} instead (<code>--correlate-over</code> swaps them): counting
+the countries without rows as 0 can create a correlation that the countries present do not show.
+Cells: coefficient (p-value).</p>
 {% for s in scatter_pngs %}
 <div class="fig"><img alt="Rows per country vs {{ s.label }}" src="{{ s.png }}"></div>
 {% endfor %}
-<table>
-<tr><th rowspan="2">Group</th><th colspan="3">GDP</th><th colspan="3">Population</th></tr>
-<tr><th>Pearson r</th><th>Spearman ρ</th><th>n</th><th>Pearson r</th><th>Spearman ρ</th><th>n</th></tr>
+<table class="fit">
+<tr><th rowspan="2">Group</th><th colspan="4">GDP</th><th colspan="4">Population</th></tr>
+<tr>{% for _ in range(2) %}<th>Pearson r</th><th>Spearman ρ</th><th>n</th><th>ρ over {{ corr_other }}</th>
+{% endfor %}</tr>
 {% for r in corr_rows %}<tr{% if r.overall %} class="overall"{% endif %}><td>{{ r.name }}</td>
 {% for c in r.cells %}<td class="n">{{ c }}</td>{% endfor %}</tr>
 {% endfor %}</table>
@@ -96,7 +110,11 @@ reference are left out. Cells: coefficient (p-value).</p>
 <p class="note">GR(c) = p(c) / p_true(c) against {{ doc.gr_reference.description }}; a country is
 over-represented if GR &gt; {{ gr_r }} and under-represented if GR &lt; 1/{{ gr_r }}. Percentages are of
 the reference's countries; countries without rows are under-represented. Rows naming countries outside
-the reference are left out of p.</p>
+the reference are left out of p, which is renormalised over the reference's countries.
+{% if not gr_entity_specific %}Every entity is compared with this one distribution; the paper uses one
+real-world distribution per entity (households for house, tourism statistics for hotel, …): pass them as
+a weights CSV with an entity column (<code>--gr-reference</code>).{% else %}Entities with their own
+distribution: {{ gr_entity_specific | join(", ") }}; the others use the one above.{% endif %}</p>
 <table>
 <tr><th>Group</th><th>Countries</th><th>Under %</th><th>Over %</th><th>Rows outside reference</th>
 <th>Most over-represented</th><th>Most under-represented</th></tr>
@@ -115,7 +133,7 @@ the reference are left out of p.</p>
 <h2 id="diversity">Diversity (Tables 3, 15, 16)</h2>
 {% if div_rows %}
 <p class="note">div(S) = sqrt(mean ‖f(x) − f̄‖²) over L2-normalised features of the samples of one
-entity and country, for countries with at least {{ min_samples }} samples; an entity's diversity is the
+entity and country; {{ div_rule }}; an entity's diversity is the
 mean (± population std) over its countries; ρ is Pearson's correlation of country frequency with
 diversity (ρ_fc for captions, ρ_fi for images). div lies in [0, 1].</p>
 <table>
@@ -136,7 +154,7 @@ diversity (ρ_fc for captions, ρ_fi for images). div lies in [0, 1].</p>
 {% for d in div_detail %}<tr><td>{{ d.mod }}</td><td>{{ d.group }}</td><td>{{ d.country }}</td>
 {% for v in d.cells %}<td class="n">{{ v }}</td>{% endfor %}</tr>
 {% endfor %}</table></details>{% endif %}
-{% elif div_mods %}<p>No entity has a country with at least {{ min_samples }} samples.</p>
+{% elif div_mods %}<p>No entity has a country with at least {{ min_samples }} samples ({{ div_rule }}).</p>
 {% else %}<p>Diversity was not computed (no text encoder or image model).</p>{% endif %}
 
 <p class="note">Generated by fairsets {{ doc.fairsets_version }} ({{ doc.schema }}).</p>
