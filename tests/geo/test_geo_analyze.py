@@ -437,3 +437,150 @@ def test_cli_bad_input_exits_with_one_line_error(tmp_path: Path) -> None:
     err = _err(res)
     assert "'Atlantis'" in err and "'Narnia'" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "o" / "analysis.json").exists()
+
+
+# --------------------------------------------------------------------------- definitions made explicit
+
+
+def _present_hand_join(counts: dict[str, int], values: dict[str, float]) -> tuple[list[float], list[float]]:
+    codes = sorted(c for c in values if counts.get(c, 0) > 0)
+    return [float(counts[c]) for c in codes], [float(values[c]) for c in codes]
+
+
+def test_headline_correlation_is_over_present_countries_and_the_flag_swaps_it(
+    tmp_path: Path, profile_df: pd.DataFrame
+) -> None:
+    kw = {"bootstrap": 0, "alternatives": (), "report": False}
+    doc = run_analysis(profile_df, tmp_path / "a", **kw)
+    counts = doc["overall"]["counts"]
+    pop = doc["reference_values"]["population"]
+    head = doc["overall"]["correlations"]["population"]
+    xs, ys = _present_hand_join(counts, pop)
+    assert head["over"] == "present" and head["n_zero_count"] == 0 and head["n"] == len(xs) <= 60
+    assert head["spearman"]["rho"] == pytest.approx(stats.spearmanr(xs, ys).statistic, abs=1e-12)
+    assert head["pearson"]["r"] == pytest.approx(stats.pearsonr(xs, ys).statistic, abs=1e-12)
+    alt = head["alternative"]  # the other set is reported, not lost
+    assert alt["over"] == "reference" and alt["n"] == len(pop) and alt["n_zero_count"] == len(pop) - len(xs)
+    assert doc["settings"]["correlate_over"] == "present"
+    assert doc["definitions"]["correlation_set"].startswith("present:")
+
+    ref = run_analysis(profile_df, tmp_path / "b", correlate_over="reference", **kw)
+    head_r = ref["overall"]["correlations"]["population"]
+    all_x = [float(counts.get(c, 0)) for c in sorted(pop)]
+    all_y = [float(pop[c]) for c in sorted(pop)]
+    assert head_r["over"] == "reference" and head_r["n"] == len(pop) > 150
+    assert head_r["spearman"]["rho"] == pytest.approx(stats.spearmanr(all_x, all_y).statistic, abs=1e-12)
+    assert head_r["alternative"]["spearman"] == head["spearman"]
+    assert ref["definitions"]["correlation_set"].startswith("reference:")
+    rows = pd.read_csv(tmp_path / "a" / "correlations.csv")
+    pop_rows = rows[(rows["group"] == "overall") & (rows["variable"] == "population")].set_index("over")
+    assert bool(pop_rows.loc["present", "headline"]) and not bool(pop_rows.loc["reference", "headline"])
+    with pytest.raises(ValueError, match="unknown correlation set"):
+        run_analysis(profile_df, tmp_path / "c", correlate_over="everything", **kw)
+
+
+class _SeededEncoder:
+    """A caption encoder without a model: a seeded random vector per caption."""
+
+    name = "seeded"
+
+    def encode(self, items, progress=None):
+        import zlib
+
+        from fairsets.geo.diversity import Encoded
+
+        vecs = [np.random.default_rng(zlib.crc32(str(t).encode())).normal(size=6) for t in items]
+        return Encoded(np.asarray(vecs, dtype=np.float32), np.arange(len(items)), {})
+
+
+def test_diversity_needs_more_than_100_by_default_and_100_with_the_inclusive_rule(tmp_path: Path) -> None:
+    sizes = {"FRA": 100, "DEU": 101, "ITA": 150, "ESP": 99}
+    df = pd.DataFrame(
+        [{"caption": f"a house {c} {i}", "country": c} for c, n in sizes.items() for i in range(n)]
+    )
+    kw = {"text_encoder": _SeededEncoder(), "bootstrap": 0, "alternatives": (), "report": False}
+    paper = run_analysis(df, tmp_path / "a", **kw)["diversity"]
+    scored = {c["iso3"] for c in paper["text"]["groups"]["overall"]["countries"]}
+    assert scored == {"DEU", "ITA"}  # exactly 100 is not "more than 100"
+    assert paper["threshold"] == 100 and paper["threshold_rule"] == "paper" and paper["min_samples"] == 101
+    assert "n > 100" in paper["rule"]
+    doc = run_analysis(df, tmp_path / "b", diversity_rule="inclusive", **kw)
+    assert {c["iso3"] for c in doc["diversity"]["text"]["groups"]["overall"]["countries"]} == {
+        "FRA",
+        "DEU",
+        "ITA",
+    }
+    assert "n >= 100" in doc["definitions"]["diversity_threshold"]
+    alias = run_analysis(df, tmp_path / "c", min_samples=100, **kw)["diversity"]  # n >= min_samples
+    assert alias["threshold_rule"] == "inclusive" and alias["min_samples"] == 100
+    with pytest.raises(ValueError, match="unknown diversity rule"):
+        run_analysis(df, tmp_path / "d", diversity_rule="strict", **kw)
+
+
+def test_analysis_json_names_the_definition_of_every_headline_number(
+    tmp_path: Path, profile_df: pd.DataFrame
+) -> None:
+    doc = run_analysis(profile_df, tmp_path, bootstrap=0, alternatives=(), report=False)
+    defs = json.loads((tmp_path / "analysis.json").read_text())["definitions"]
+    assert defs == doc["definitions"]
+    assert set(defs) == {
+        "shares_denominator",
+        "underspecified",
+        "empty_caption_rule",
+        "correlation_set",
+        "diversity_threshold",
+        "power_law_estimator",
+        "power_law_readings",
+        "gr_reference",
+        "gr_renormalisation",
+    }
+    assert all(isinstance(v, str) and len(v) > 20 for v in defs.values())
+    assert "all analysed rows" in defs["shares_denominator"]
+    assert "n > 100" in defs["diversity_threshold"]
+    assert "0.05" in defs["power_law_readings"] and "0.1" in defs["power_law_readings"]
+    assert "197 independent countries" in defs["gr_reference"] and "entity" in defs["gr_reference"]
+    assert "renormalised" in defs["gr_renormalisation"] and "GR > 3" in defs["gr_renormalisation"]
+
+
+def test_cli_summary_at_80_columns_shows_every_header_in_full(tmp_path: Path) -> None:
+    df = make_profile(seed=2)
+    df.loc[df["entity"] == "flag", "entity"] = "a-rather-long-entity-name-for-a-narrow-terminal"
+    src = tmp_path / "p.parquet"
+    df.to_parquet(src)
+    res = runner.invoke(
+        app,
+        [
+            "geo",
+            "analyze",
+            str(src),
+            "--out",
+            str(tmp_path / "o"),
+            "--bootstrap",
+            "5",
+            "--alternatives",
+            "none",
+            "--correlate-over",
+            "reference",
+            "--diversity-rule",
+            "inclusive",
+        ],
+        env={"COLUMNS": "80"},
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    table_lines = [ln for ln in lines if "│" in ln or "┃" in ln]
+    assert table_lines and all(len(ln) <= 80 for ln in table_lines)
+    headers = ["group", "rows", "undersp %", "top-10 %", "countries", "α", "GOF p", "PL"]
+    headers += ["under %", "over %", "ρ GDP", "ρ pop"]
+    header_text = "\n".join(ln for ln in lines if "┃" in ln)
+    for h in headers:
+        assert re.search(rf"┃ *{re.escape(h)} *┃", header_text), h
+    assert "every reference country" in res.output  # the correlation set named
+    doc = json.loads((tmp_path / "o" / "analysis.json").read_text())
+    assert (
+        doc["settings"]["correlate_over"] == "reference" and doc["settings"]["diversity_rule"] == "inclusive"
+    )
+    bad = runner.invoke(
+        app, ["geo", "analyze", str(src), "--out", str(tmp_path / "x"), "--correlate-over", "all"]
+    )
+    assert bad.exit_code == 2 and "--correlate-over" in _err(bad) and len(_err(bad).splitlines()) == 1
