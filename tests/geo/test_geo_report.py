@@ -113,3 +113,60 @@ def test_bad_documents_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot report this analysis"):
         render_report({"schema": "other"}, tmp_path / "r.html")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_report_shows_both_power_law_readings_definitions_and_the_gr_caveat(analysed: Path) -> None:
+    html = (analysed / "report.html").read_text()
+    doc = json.loads((analysed / "analysis.json").read_text())
+    assert "Follows (paper: p &lt; 0.05)" in html and "Plausible (CSN: p ≥ 0.1)" in html
+    pl = doc["entities"]["house"]["power_law"]
+    p = pl["gof"]["p"]
+    row = re.search(r"<td>house</td>(.*?)</tr>", html.split('id="power-law"')[1], re.S).group(1)
+    cells = re.findall(r'<td class="n">([^<]*)</td>', row)
+    assert cells[5] == ("yes" if p < 0.05 else "no") and cells[6] == ("yes" if p >= 0.1 else "no")
+    assert 'id="definitions"' in html and "Correlation set" in html
+    assert "households for house" in html  # the default GR reference is not per entity: said so
+    assert "Headline: over\ncountries with rows" in html
+    assert "n &gt; 20" not in html and "n &gt;= 20" in html  # min_samples=20 is the inclusive rule
+
+
+def test_gof_readings_prefer_the_records_fields_and_fall_back_to_p() -> None:
+    from fairsets.geo.report.context import gof_readings
+
+    assert gof_readings({"status": "ok", "p": 0.03}) == (True, False)
+    assert gof_readings({"status": "ok", "p": 0.5}) == (False, True)
+    assert gof_readings({"status": "ok", "p": 0.07}) == (False, False)  # neither reading holds
+    fields = {"status": "ok", "p": 0.03, "paper_follows_power_law": False, "csn_plausible": True}
+    assert gof_readings(fields) == (False, True)
+    assert gof_readings({"status": "skipped"}) == (None, None)
+
+
+def test_scatter_labels_do_not_overlap() -> None:
+    from fairsets.audit.report.plots import figure
+    from fairsets.geo.report.plots import place_labels
+
+    fig = figure(4.0, 3.0)
+    ax = fig.add_subplot()
+    xs = np.linspace(1.0, 1.3, 30)
+    ax.scatter(xs, xs)
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 10)
+    fig.canvas.draw()
+    placed = place_labels(ax, [(f"C{i:02d}", x, x) for i, x in enumerate(xs)])
+    assert 4 <= len(placed) < 30  # crowded points: some labels, never on top of each other
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert len(boxes) == len(placed)
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+def test_an_analysis_without_the_new_fields_still_renders(analysed: Path, tmp_path: Path) -> None:
+    doc = json.loads((analysed / "analysis.json").read_text())
+    doc.pop("definitions")
+    doc["settings"].pop("correlate_over")
+    for g in [doc["overall"], *doc["entities"].values()]:
+        for c in g["correlations"].values():
+            c.pop("over", None)
+            c.pop("alternative", None)
+    html = render_report(doc, tmp_path / "old.html").read_text()
+    assert "predates the definitions block" in html and "every reference country" in html

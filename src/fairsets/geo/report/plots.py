@@ -175,7 +175,7 @@ def scatter_png(
     n_plotted = int(keep.sum())
     if n_plotted != n_counted:
         title += f"; {n_plotted} of the {n_counted} plotted ({n_counted - n_plotted} with {label} ≤ 0)"
-    ax.set_title(textwrap.fill(title, 78), fontsize=9)
+    ax.set_title(textwrap.fill(title.replace("p < ", "p\u00a0<\u00a0"), 78), fontsize=9)
     ax.set_xlabel(label + " (log)")
     ax.set_ylabel(("rows" if present else "rows + 1") + " (log)")
     ax.grid(alpha=0.3, which="both", lw=0.4)
