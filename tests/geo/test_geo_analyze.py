@@ -584,3 +584,22 @@ def test_cli_summary_at_80_columns_shows_every_header_in_full(tmp_path: Path) ->
         app, ["geo", "analyze", str(src), "--out", str(tmp_path / "x"), "--correlate-over", "all"]
     )
     assert bad.exit_code == 2 and "--correlate-over" in _err(bad) and len(_err(bad).splitlines()) == 1
+
+
+def test_per_entity_gr_reference_from_a_weights_csv_is_used_and_named(
+    tmp_path: Path, profile_df: pd.DataFrame
+) -> None:
+    pool = _pool()
+    csv = tmp_path / "entity-weights.csv"
+    rows = [f"{c},house,{i + 1}" for i, c in enumerate(pool[:20])] + [f"{c},,1" for c in pool[:40]]
+    csv.write_text("iso3,entity,weight\n" + "\n".join(rows) + "\n")
+    doc = run_analysis(
+        profile_df, tmp_path / "o", gr_reference=csv, bootstrap=0, alternatives=(), report=False
+    )
+    assert doc["gr_reference"]["entity_specific"] == ["house"]
+    house = doc["entities"]["house"]["representation"]
+    assert house["n_countries"] == 20
+    p_true = {r["iso3"]: r["p_true"] for r in house["countries"]}
+    assert p_true[pool[19]] == pytest.approx(20 / sum(range(1, 21)))
+    assert doc["entities"]["car"]["representation"]["n_countries"] == 40  # the default rows
+    assert "entity-specific distributions for house" in doc["definitions"]["gr_reference"]
