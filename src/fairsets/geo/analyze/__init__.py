@@ -17,7 +17,8 @@ Per entity and overall (the pooled rows):
    p-value by CSN's semi-parametric bootstrap (§4.1: each synthetic data set keeps the empirical
    values below ``x_min`` and draws from the fitted discrete power law above, in the empirical
    proportion; every synthetic set is refitted, ``x_min`` included; ``p`` = share of synthetic
-   sets with ``D ≥ D_empirical``; the power law is *plausible* when ``p ≥ 0.1``); and Vuong /
+   sets with ``D ≥ D_empirical``; CSN call the power law *plausible* when ``p ≥ 0.1``, the paper
+   says a distribution *follows* it when ``p < 0.05``: the report gives p and both readings); and Vuong /
    likelihood-ratio comparisons with lognormal, exponential, truncated power law and stretched
    exponential (``Fit.distribution_compare``: ``R > 0`` favours the power law). ``α`` is the
    package's discrete MLE (CSN eq. 3.7's approximation when ``x_min ≥ 10`` and the estimate lies
