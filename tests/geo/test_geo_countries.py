@@ -12,11 +12,14 @@ import pytest
 from fairsets.geo import countries as countries_mod
 from fairsets.geo.countries import (
     CONTINENTS,
+    NONE_ANSWERS,
+    ambiguous_none_answers,
     countries,
     country,
     country_terms,
     fold,
     is_none_answer,
+    iso_code,
     normalize_country,
 )
 
@@ -259,7 +262,9 @@ def test_normalize_codes(text: str, iso3: str) -> None:
         "No country",
         "N/A",
         "n/a",
-        "NA",
+        "na",
+        "Na",
+        "N.A.",
         "-",
         "unknown",
         "nan",
@@ -268,6 +273,44 @@ def test_normalize_codes(text: str, iso3: str) -> None:
 def test_none_answers(text: str | None) -> None:
     assert is_none_answer(text)
     assert normalize_country(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "iso3"),
+    [("NO", "NOR"), ("NA", "NAM"), (" NO ", "NOR"), ("NOR", "NOR"), ("NAM", "NAM"), ("DE", "DEU")],
+)
+def test_upper_case_iso_codes_come_before_none_answers(text: str, iso3: str) -> None:
+    # NO and NA are Norway and Namibia when written as codes; no, No, na, NO. stay "no country".
+    assert iso_code(text) == iso3
+    assert not is_none_answer(text)
+    assert normalize_country(text) == iso3
+
+
+@pytest.mark.parametrize(
+    "text", ["no", "No", "nO", "na", "Na", "NO.", "N/A", "USA.", "UK", "CAR", "Nor", "ÑO"]
+)
+def test_iso_code_needs_exact_upper_case_iso_letters(text: str) -> None:
+    assert iso_code(text) is None
+
+
+def test_only_no_and_na_are_both_none_answers_and_codes() -> None:
+    # The whole clash the code-first rule resolves: any new none answer that is also a code shows up here.
+    assert sorted(a for a in NONE_ANSWERS if iso_code(a.upper())) == ["na", "no"]
+
+
+@pytest.mark.parametrize(
+    ("values", "positions"),
+    [
+        (["us", "no", "de", "na", "No", "NO"], [1, 3]),  # lower-case codes: no/na may be Norway/Namibia
+        (["deu", " no ", None, 3.0], [1]),
+        (["US", "no", "DE"], []),  # capitals: no is a none answer
+        (["no", "na", "none"], []),  # no other lower-case code
+        (["Germany", "no", "usa"], [1]),  # usa is an ISO3 code in lower case
+        (["us", "No", "NA", "N/A"], []),  # title case and capitals are never ambiguous
+    ],
+)
+def test_ambiguous_none_answers(values: list[object], positions: list[int]) -> None:
+    assert ambiguous_none_answers(values) == positions
 
 
 def test_none_answer_float_nan() -> None:

@@ -7,6 +7,20 @@ ISO 3166-1 alpha-3 with :func:`normalize_country`::
 
     >>> normalize_country("Türkiye"), normalize_country("the UK"), normalize_country("Brazilian")
     ('TUR', 'GBR', 'BRA')
+
+Codes before "no" answers. Two ISO codes are also ways to write "no country": ``NO`` (Norway)
+and ``NA`` (Namibia). The rule, in this order:
+
+1. a value that is exactly two or three upper-case letters (surrounding spaces ignored) and an
+   ISO 3166-1 alpha-2 or alpha-3 code is that country (:func:`iso_code`): ``NO`` → ``NOR``,
+   ``NA`` → ``NAM``, ``DE`` → ``DEU``;
+2. otherwise the "no country" answers (:data:`NONE_ANSWERS`) match case-insensitively: ``no``,
+   ``No`` (what language models write), ``na``, ``N/A``, ``NO.``, ``none``, ``-``, empty;
+3. otherwise names, aliases, demonyms and codes in any case (``deu``, ``the US``).
+
+A column that writes its countries as lower-case codes (``us``, ``de``) makes a lower-case
+``no``/``na`` ambiguous (Norway or no country?): :func:`ambiguous_none_answers` finds those
+values so that readers of labelled files can refuse them, naming the row.
 """
 
 from __future__ import annotations
@@ -15,6 +29,7 @@ import csv
 import functools
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
@@ -23,11 +38,13 @@ __all__ = [
     "CONTINENTS",
     "NONE_ANSWERS",
     "Country",
+    "ambiguous_none_answers",
     "countries",
     "country",
     "country_terms",
     "fold",
     "is_none_answer",
+    "iso_code",
     "normalize_country",
 ]
 
@@ -138,17 +155,69 @@ def fold(text: str) -> str:
     return _SPACE.sub(" ", text).strip(" -'")
 
 
+_CODE_SHAPE = re.compile(r"[A-Z]{2,3}")
+_LOWER_CODE_SHAPE = re.compile(r"[a-z]{2,3}")
+
+
+@functools.cache
+def _iso_codes() -> dict[str, str]:
+    """ISO 3166-1 alpha-2 and alpha-3 code → alpha-3."""
+    out: dict[str, str] = {}
+    for c in countries().values():
+        out[c.iso3] = c.iso3
+        if c.iso2:
+            out[c.iso2] = c.iso3
+    return out
+
+
+def iso_code(text: object) -> str | None:
+    """The alpha-3 code of a value written as an ISO 3166-1 code in capitals, else ``None``.
+
+    Exactly two or three upper-case letters A–Z (surrounding spaces ignored) that are an alpha-2
+    or alpha-3 code: ``"NO"`` → ``"NOR"``, ``" DEU "`` → ``"DEU"``; ``"no"``, ``"No"``, ``"NO."``,
+    ``"UK"`` (not ISO: ``GB``) and ``"CAR"`` give ``None``.
+    """
+    if not isinstance(text, str):
+        return None
+    t = text.strip()
+    return _iso_codes().get(t) if _CODE_SHAPE.fullmatch(t) else None
+
+
 def is_none_answer(text: str | None) -> bool:
-    """True for empty labels and the ways people and models write "no country"."""
+    """True for empty labels and the ways people and models write "no country".
+
+    Case-insensitive ("No", "none", "N/A", "-", ""), except that a value written as an ISO code in
+    capitals is that country (:func:`iso_code`): ``"NO"`` is Norway and ``"NA"`` Namibia, while
+    ``"no"``, ``"No"``, ``"na"`` and ``"NO."`` are "no country".
+    """
     if text is None:
         return True
     if isinstance(text, float):  # NaN from pandas
         return text != text
+    if iso_code(text) is not None:
+        return False
     return fold(str(text)) in _NONE_FOLDED
 
 
 # NONE_ANSWERS as fold() writes them ("n/a" → "n a"), so "N/A" is a none answer, not Namibia.
 _NONE_FOLDED = frozenset(fold(x) for x in NONE_ANSWERS)
+
+
+def ambiguous_none_answers(values: Iterable[object]) -> list[int]:
+    """Positions of lower-case "no country" answers that are also ISO codes (``no``, ``na``) in a
+    column that writes other countries as lower-case ISO codes (``us``, ``deu``).
+
+    In such a column ``no`` may be Norway as well as "no country": a reader should refuse it and
+    ask for ``NO`` (Norway) or ``none``. Returns ``[]`` when no other value is a lower-case code;
+    title case ``No`` (what language models write) is never ambiguous.
+    """
+    codes = _iso_codes()
+    texts = [v.strip() if isinstance(v, str) else None for v in values]
+    lower_codes = {t for t in texts if t and _LOWER_CODE_SHAPE.fullmatch(t) and t.upper() in codes}
+    clashing = {t for t in lower_codes if fold(t) in _NONE_FOLDED}
+    if not clashing or not (lower_codes - clashing):
+        return []
+    return [i for i, t in enumerate(texts) if t in clashing]
 
 
 @functools.cache
@@ -194,8 +263,13 @@ def normalize_country(text: str | None) -> str | None:
 
     Returns ``None`` for "no country" answers (``"No"``, ``"none"``, empty) and for text that
     names no country. Whole-string matching only: "Paris" is not a country (a gazetteer method
-    resolves places). A leading "the" and surrounding punctuation are ignored.
+    resolves places). A leading "the" and surrounding punctuation are ignored. ISO codes in
+    capitals come first (:func:`iso_code`): ``"NO"`` is Norway, ``"No"`` and ``"no"`` are "no
+    country".
     """
+    code = iso_code(text)
+    if code is not None:
+        return code
     if is_none_answer(text):
         return None
     key = fold(str(text))

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .countries import CONTINENTS, countries, is_none_answer, normalize_country
+from .countries import CONTINENTS, ambiguous_none_answers, countries, is_none_answer, normalize_country
 from .profile import CAPTION_COLUMNS, read_table
 
 if TYPE_CHECKING:
@@ -73,7 +73,14 @@ class LabelError(ValueError):
 
 
 def load_labelled(path: str | Path) -> tuple[list[str], list[str | None]]:
-    """Captions and ISO3 labels (``None`` = no country) from a labelled file."""
+    """Captions and ISO3 labels (``None`` = no country) from a labelled file.
+
+    Labels follow :mod:`fairsets.geo.countries`: ISO codes in capitals first (``NO`` is Norway,
+    ``NA`` Namibia), then "no country" answers (``No``, ``none``, empty), then names and codes in
+    any case. A label naming no country, or a lower-case ``no``/``na`` in a column of lower-case
+    codes (Norway or no country?), is a :class:`LabelError` naming its rows (``row 2`` is the
+    first data row, the header being row 1).
+    """
     rows, columns = read_table(path)
     cap = next((c for c in CAPTION_COLUMNS if c in columns), None)
     lab = next((c for c in LABEL_COLUMNS if c in columns), None)
@@ -83,16 +90,22 @@ def load_labelled(path: str | Path) -> tuple[list[str], list[str | None]]:
             f"({', '.join(LABEL_COLUMNS)}); found {', '.join(columns) or 'none'}"
         )
     captions, labels, bad = [], [], []
-    for i, row in enumerate(rows):
-        raw = row.get(lab)
+    raws = [row.get(lab) for row in rows]
+    for i, (row, raw) in enumerate(zip(rows, raws, strict=True)):
         captions.append("" if row.get(cap) is None else str(row.get(cap)))
-        if is_none_answer(raw):
-            labels.append(None)
-            continue
-        iso3 = normalize_country(str(raw))
-        if iso3 is None:
+        text = raw if raw is None or isinstance(raw, float) else str(raw)  # NaN stays a float
+        iso3 = normalize_country(text)
+        if iso3 is None and not is_none_answer(text):
             bad.append(f"row {i + 2}: {raw!r}")
         labels.append(iso3)
+    ambiguous = ambiguous_none_answers(raws)
+    if ambiguous:
+        where = ", ".join(f"row {i + 2}: {raws[i]!r}" for i in ambiguous[:5])
+        more = f" (+{len(ambiguous) - 5} more)" if len(ambiguous) > 5 else ""
+        raise LabelError(
+            f"{path}: labels that may be Norway/Namibia or no country in a column of lower-case "
+            f"country codes: {where}{more}; write NO/NA for the country or 'none' for no country"
+        )
     if bad:
         more = f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""
         raise LabelError(f"{path}: labels that name no known country: {'; '.join(bad[:5])}{more}")

@@ -1,11 +1,23 @@
-"""Reading and validating a geo-profiled dataset (the ``PROFILED`` input of the analyses)."""
+"""Reading and validating a geo-profiled dataset (the ``PROFILED`` input of the analyses).
+
+The same rules for every format (Parquet, CSV/TSV, JSONL, a folder of them, a DataFrame):
+
+* **country**: ISO codes in capitals first (``NO`` is Norway, ``NA`` Namibia), then "no country"
+  answers (``No``, ``none``, ``N/A``, empty: the row is *underspecified*), then names, aliases
+  and codes in any case (:mod:`fairsets.geo.countries`). A value that is none of these, or a
+  lower-case ``no``/``na`` in a column that writes its countries as lower-case codes (Norway or
+  no country?), is an error that names the value and its rows; no row is dropped silently.
+* **caption**: :data:`EMPTY_CAPTION_RULE`. A CSV reads an empty cell as ``""`` and Parquet or
+  JSONL as null; both become ``None`` here, so the same data gives the same numbers whatever the
+  format. :attr:`Profile.n_caption_empty` counts them.
+"""
 
 from __future__ import annotations
 
 import math
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,9 +27,16 @@ import pandas as pd
 
 from fairsets.core.textfile import decode_text
 
-from ..countries import countries, is_none_answer, normalize_country
+from ..countries import ambiguous_none_answers, countries, is_none_answer, iso_code, normalize_country
 
-__all__ = ["Profile", "load_profile"]
+__all__ = ["EMPTY_CAPTION_RULE", "Profile", "load_profile"]
+
+#: How rows without caption text are treated (the report states it).
+EMPTY_CAPTION_RULE = (
+    "a caption that is missing, empty or only whitespace carries no text: it is left out of caption "
+    "diversity (it is not embedded), but its row still counts for the shares and every other "
+    "analysis; the same in every input format"
+)
 
 _IMAGE_COLUMNS = ("image", "image_path")
 _TRUE = frozenset({"true", "1", "yes", "y", "t"})
@@ -39,6 +58,8 @@ class Profile:
             not read their image).
         entity_column: the input's entity column, or ``None``.
         image_column: ``image``/``image_path`` if the input has one.
+        n_caption_empty: kept rows whose caption is missing, empty or whitespace-only (``None``
+            in ``rows``; :data:`EMPTY_CAPTION_RULE`); 0 without a caption column.
     """
 
     rows: pd.DataFrame
@@ -48,6 +69,7 @@ class Profile:
     n_entity_unknown: int
     entity_column: str | None
     image_column: str | None
+    n_caption_empty: int = 0
     _frame_images: pd.Series | None = None
 
     @property
@@ -152,16 +174,59 @@ def _read_file(path: Path, skip: Sequence[str] = ()) -> tuple[pd.DataFrame, list
     return frame.drop(columns=[c for c in names if c in skip]), names
 
 
-def _read_input(path: Path) -> tuple[pd.DataFrame, list[str]]:
-    """The input (without its image column, read lazily later) and its column names (the union
-    over the files of a folder, in order of appearance; a file's missing columns are null)."""
+def _read_input(path: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, int]]]:
+    """The input (without its image column, read lazily later), its column names (the union
+    over the files of a folder, in order of appearance; a file's missing columns are null) and
+    each file's name and row count, in order."""
     frames: list[pd.DataFrame] = []
     names: dict[str, None] = {}
+    files: list[tuple[str, int]] = []
     for f in _input_files(path):
         frame, cols = _read_file(f, skip=_IMAGE_COLUMNS)
         names.update(dict.fromkeys(cols))
         frames.append(frame.reset_index(drop=True))
-    return (pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]), list(names)
+        files.append((f.name, len(frame)))
+    return (pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]), list(names), files
+
+
+def _row_namer(files: list[tuple[str, int]] | None, index: pd.Index | None) -> Callable[[int], str]:
+    """Position → how an error names the row: ``row 3`` (data rows counted from 1 in each file,
+    a header not counted; prefixed with the file's name for a folder) or, for a DataFrame,
+    ``index 'label'``."""
+    if files is None:
+        labels = index.tolist() if index is not None else []
+        return lambda i: f"index {labels[i]!r}" if i < len(labels) else f"index {i}"
+    starts = np.cumsum([0] + [n for _, n in files])
+
+    def name(i: int) -> str:
+        k = int(np.searchsorted(starts, i, side="right")) - 1
+        k = min(max(k, 0), len(files) - 1)
+        where = f"{files[k][0]} " if len(files) > 1 else ""
+        return f"{where}row {i - int(starts[k]) + 1}"
+
+    return name
+
+
+def _rows_text(positions: list[int], name: Callable[[int], str], limit: int = 5) -> str:
+    shown = ", ".join(name(i) for i in positions[:limit])
+    return shown + (f" and {len(positions) - limit} more" if len(positions) > limit else "")
+
+
+def _caption_column(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    """Captions with missing, empty and whitespace-only ones as ``None`` (:data:`EMPTY_CAPTION_RULE`),
+    and a mask of those."""
+    out: list[Any] = []
+    empty = np.zeros(len(values), dtype=bool)
+    for i, v in enumerate(values.tolist()):
+        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+            text = None
+        else:
+            text = v if isinstance(v, str) else str(v)
+            if not text.strip():
+                text = None
+        empty[i] = text is None
+        out.append(text)
+    return pd.Series(out, index=values.index, dtype=object), empty
 
 
 def _present_flags(values: pd.Series) -> tuple[np.ndarray, int]:
@@ -196,32 +261,55 @@ def _present_flags(values: pd.Series) -> tuple[np.ndarray, int]:
     return out, unknown
 
 
-def _iso3_column(values: pd.Series) -> list[str | None]:
-    """ISO3 codes (``None`` = underspecified); ``ValueError`` listing values that are not countries."""
+def _first_row(i: int) -> str:
+    return f"row {i + 1}"
+
+
+def _iso3_column(values: pd.Series, name: Callable[[int], str] = _first_row) -> list[str | None]:
+    """ISO3 codes (``None`` = underspecified); ``ValueError`` naming the values that are not
+    countries and the ambiguous ``no``/``na``, with their rows (``name``: position → row name)."""
     table = countries()
     mapping: dict[Any, str | None] = {}
-    unknown: dict[str, int] = {}
+    unknown: dict[str, list[int]] = {}
+    keys: list[str | None] = []
     out: list[str | None] = []
-    for v in values.tolist():
+    for i, v in enumerate(values.tolist()):
         key = None if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA else str(v).strip()
         if key not in mapping:
-            if key is None or is_none_answer(key):
+            if key is None:
+                mapping[key] = None
+            elif (code := iso_code(key)) is not None:  # capitals first: NO is Norway, NA Namibia
+                mapping[key] = code
+            elif is_none_answer(key):
                 mapping[key] = None
             elif key.upper() in table:
                 mapping[key] = key.upper()
             else:
-                code = normalize_country(key)
-                mapping[key] = code
-                if code is None:
-                    unknown[key] = 0
+                mapping[key] = normalize_country(key)
+                if mapping[key] is None:
+                    unknown[key] = []
         if key in unknown:
-            unknown[key] += 1
+            unknown[key].append(i)
+        keys.append(key)
         out.append(mapping[key])
-    if unknown:
-        shown = ", ".join(f"{k!r} ({n} rows)" for k, n in list(unknown.items())[:10])
-        more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+    distinct = list(mapping)
+    clashing = {distinct[j] for j in ambiguous_none_answers(distinct)}
+    if clashing:
+        rows = [i for i, k in enumerate(keys) if k in clashing]
         raise ValueError(
-            f"column 'country': {len(unknown)} value(s) are not ISO 3166 countries: {shown}{more}"
+            f"column 'country': {', '.join(map(repr, sorted(map(str, clashing))))} is ambiguous in a "
+            f"column of lower-case country codes (Norway/Namibia or no country?) at "
+            f"{_rows_text(rows, name)}: write NO/NA for the country or 'none' for no country"
+        )
+    if unknown:
+        shown = "; ".join(
+            f"{k!r} ({len(rows)} row{'s' if len(rows) != 1 else ''}) at {_rows_text(rows, name, 3)}"
+            for k, rows in list(unknown.items())[:10]
+        )
+        more = f"; and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+        raise ValueError(
+            f"column 'country': {len(unknown)} value(s) are not ISO 3166 countries: {shown}{more} "
+            "(use an ISO code, a country name, or empty/'none' for no country)"
         )
     return out
 
@@ -244,14 +332,16 @@ def load_profile(
         FileNotFoundError: no such file.
         ValueError: unreadable input, no ``country`` column, an explicit entity column that is
             missing, empty entities, non-boolean ``entity_present``, country values that are not
-            countries, or no row left.
+            countries or are ambiguous (the message names their rows), or no row left.
     """
     if isinstance(source, pd.DataFrame):
         frame, names, path = source.reset_index(drop=True), list(source.columns), None
+        row_name = _row_namer(None, source.index)
     else:
         path = Path(source)
-        frame, names = _read_input(path)
+        frame, names, files = _read_input(path)
         frame = frame.reset_index(drop=True)
+        row_name = _row_namer(files, None)
     where = str(path) if path is not None else "PROFILED"
     if "country" not in names:
         raise ValueError(f"{where} has no 'country' column (columns: {', '.join(map(str, names))})")
@@ -266,9 +356,10 @@ def load_profile(
         _present_flags(frame["entity_present"]) if "entity_present" in frame else (np.ones(n_input, bool), 0)
     )
     rows = pd.DataFrame(index=pd.RangeIndex(n_input))
-    rows["country"] = pd.Series(_iso3_column(frame["country"]), dtype=object)
+    rows["country"] = pd.Series(_iso3_column(frame["country"], row_name), dtype=object)
+    caption_empty = np.zeros(n_input, dtype=bool)
     if "caption" in frame:
-        rows["caption"] = frame["caption"].astype(object).where(frame["caption"].notna(), None)
+        rows["caption"], caption_empty = _caption_column(frame["caption"])
     if entity_column is not None:
         ent = frame[entity_column].astype(object)
         empty = ent.isna() | (ent.astype(str).str.strip() == "")
@@ -290,5 +381,13 @@ def load_profile(
         else None
     )
     return Profile(
-        rows, path, n_input, int((~keep).sum()), n_unknown, entity_column, image_column, frame_images
+        rows,
+        path,
+        n_input,
+        int((~keep).sum()),
+        n_unknown,
+        entity_column,
+        image_column,
+        n_caption_empty=int((caption_empty & keep).sum()),
+        _frame_images=frame_images,
     )
