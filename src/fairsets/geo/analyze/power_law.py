@@ -18,7 +18,7 @@ and ``D`` is the supremum over *every integer* ``x ≥ x_min`` (as CSN's ``plfit
 only at observed values) of ``|F_emp(x) − F(x)|``, with the fitted CDF
 ``F(x) = 1 − ζ(α, x + 1) / ζ(α, x_min)``. Between two observed values the empirical CDF is flat and
 ``F`` increases, so the supremum is reached at an observed value or just before the next one: two
-zeta evaluations per (candidate, value) pair suffice. Ties in ``D`` keep the smaller ``x_min``.
+zeta evaluation and one power per (candidate, value) pair suffice. Ties in ``D`` keep the smaller ``x_min``.
 
 **Goodness of fit** (CSN §4.1): each synthetic data set keeps the empirical values below ``x_min``
 and draws from the fitted discrete power law above it, in the empirical proportion; it is refitted
@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 ALTERNATIVES: tuple[str, ...] = ("lognormal", "exponential", "truncated_power_law", "stretched_exponential")
-#: Synthetic data sets for the goodness-of-fit p-value (a refit of ~200 countries takes a few ms;
+#: Synthetic data sets for the goodness-of-fit p-value (a refit of ~200 countries takes 1–15 ms;
 #: ``workers`` spreads the refits over processes). The p-value's standard error is at most
 #: 0.5/sqrt(B) ≈ 0.03; CSN suggest 2500 for ±0.01 (``--bootstrap 2500``).
 DEFAULT_BOOTSTRAP = 250
