@@ -186,8 +186,14 @@ def test_non_text_captions_become_text_and_no_caption_column_counts_nothing(tmp_
     assert load_profile(pd.DataFrame({"country": ["FRA"]})).n_caption_empty == 0
 
 
-def test_the_rule_is_what_the_analysis_states() -> None:
-    from fairsets.geo.analyze.run import _empty_caption_rule
+def test_the_rule_is_what_the_analysis_states(tmp_path: Path) -> None:
+    from fairsets.geo.analyze import run_analysis
 
-    assert _empty_caption_rule() == EMPTY_CAPTION_RULE
+    rows = [
+        {"caption": "" if i % 5 == 0 else f"stone house {i}", "country": "FRA", "entity": "house"}
+        for i in range(20)
+    ]
+    doc = run_analysis(pd.DataFrame(rows), tmp_path, bootstrap=0, alternatives=(), report=False)
+    assert doc["definitions"]["empty_caption_rule"] == EMPTY_CAPTION_RULE
+    assert doc["input"]["n_caption_empty"] == 4
     assert "diversity" in EMPTY_CAPTION_RULE and "shares" in EMPTY_CAPTION_RULE

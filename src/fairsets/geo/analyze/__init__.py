@@ -11,19 +11,20 @@ Per entity and overall (the pooled rows):
 1. **Shares** (Table 1): the underspecified, top-``k`` (default 10) and remaining shares, as
    fractions of *all* rows (they sum to 1); counts per country; continent shares over the
    country-specified rows (Table 11; GeoNames codes NA SA EU AS AF OC, plus AN when present).
-2. **Power law** (Clauset, Shalizi & Newman 2009, with the ``powerlaw`` package, ``discrete=True``)
-   on the per-country counts (one observation per country with a non-zero count): ``α``,
-   ``x_min`` (KS-minimising), σ (standard error of α), KS distance ``D``; the goodness-of-fit
+2. **Power law** (Clauset, Shalizi & Newman 2009) on the per-country counts (one observation per
+   country with a non-zero count): ``α``, ``x_min`` (KS-minimising), σ (standard error of α), KS distance ``D``; the goodness-of-fit
    p-value by CSN's semi-parametric bootstrap (§4.1: each synthetic data set keeps the empirical
    values below ``x_min`` and draws from the fitted discrete power law above, in the empirical
    proportion; every synthetic set is refitted, ``x_min`` included; ``p`` = share of synthetic
    sets with ``D ≥ D_empirical``; CSN call the power law *plausible* when ``p ≥ 0.1``, the paper
    says a distribution *follows* it when ``p < 0.05``: the report gives p and both readings); and Vuong /
    likelihood-ratio comparisons with lognormal, exponential, truncated power law and stretched
-   exponential (``Fit.distribution_compare``: ``R > 0`` favours the power law). ``α`` is the
-   package's discrete MLE (CSN eq. 3.7's approximation when ``x_min ≥ 10`` and the estimate lies
-   in (1.5, 3], the numerically maximised discrete likelihood otherwise). Fewer than
-   :data:`MIN_POWER_LAW_COUNTRIES` countries give an ``insufficient_data`` record.
+   exponential (``powerlaw``'s ``Fit.distribution_compare`` with our ``x_min`` fixed: ``R > 0``
+   favours the power law). ``α`` is the exact discrete MLE (CSN eq. 3.5, Hurwitz zeta, searched in
+   (1.0001, 20), so a steep tail is not clipped at 3); ``x_min`` minimises the KS distance over every
+   integer above it among tails of at least :data:`~.power_law.MIN_TAIL` countries; σ comes from
+   the observed Fisher information. Fewer than :data:`MIN_POWER_LAW_COUNTRIES` countries, or too
+   short a tail, give an ``insufficient_data`` record with the reason and no verdict.
 3. **Correlations** of country frequency with GDP and population (Pearson and Spearman, with
    p-values and ``n``) over one of two country sets, named in each record (``over``) and in
    ``definitions.correlation_set``: ``present`` (the default: countries with at least one row

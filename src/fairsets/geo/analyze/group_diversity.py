@@ -28,11 +28,19 @@ def _diversity(
     eligible: dict[str, list[str]] = {}
     freqs: dict[str, dict[str, int]] = {}
     needed: list[int] = []
+    text = modality == "text" and "caption" in rows
     for name, index in groups.items():
-        counts = country_counts(rows.loc[index, "country"])
-        freqs[name] = {str(k): int(v) for k, v in counts.items()}
-        eligible[name] = [c for c, n in freqs[name].items() if n >= min_samples]
         sub = rows.loc[index]
+        counts = country_counts(sub["country"])
+        freqs[name] = {str(k): int(v) for k, v in counts.items()}
+        # A country qualifies by the samples it can be measured on: for captions, the rows with a
+        # caption (empty ones carry no text; load.EMPTY_CAPTION_RULE), for images every row.
+        if text:
+            sub = sub[sub["caption"].notna()]
+            measurable = {str(k): int(v) for k, v in country_counts(sub["country"]).items()}
+        else:
+            measurable = freqs[name]
+        eligible[name] = [c for c, n in measurable.items() if n >= min_samples]
         needed += sub.index[sub["country"].isin(eligible[name])].tolist()
     needed = sorted(set(needed))
     if modality == "text":

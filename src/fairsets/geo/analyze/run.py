@@ -22,15 +22,16 @@ from ..analysis_schema import ANALYSIS_FILE, ANALYSIS_SCHEMA, OVERALL, REPORT_FI
 from ..diversity import Encoder
 from ..reference import CountryWeights, default_reference, load_reference
 from ..report import render_report
-from . import load as _load
 from .correlations import frequency_correlation
 from .group_diversity import _diversity
-from .load import load_profile
+from .load import EMPTY_CAPTION_RULE, load_profile
 from .power_law import (
     ALTERNATIVES,
     COMPARE_P,
     DEFAULT_BOOTSTRAP,
     MIN_POWER_LAW_COUNTRIES,
+    MIN_TAIL,
+    PAPER_P,
     PLAUSIBLE_P,
     _group_seed,
     fit_power_law,
@@ -69,17 +70,6 @@ def diversity_min_n(threshold: int, rule: str) -> int:
     if threshold < 1:
         raise ValueError(f"the diversity threshold must be >= 1, got {threshold}")
     return threshold + 1 if rule == "paper" else threshold
-
-
-def _empty_caption_rule() -> str:
-    """The empty-caption rule :mod:`.load` declares (a module constant naming it), if any."""
-    for name, value in sorted(vars(_load).items()):
-        if name.isupper() and "EMPTY" in name and "CAPTION" in name and isinstance(value, str):
-            return value
-    return (
-        "a row is counted by its country column whatever its caption; an empty or missing caption "
-        "is not a reason to drop the row"
-    )
 
 
 def _reference_table(
@@ -214,7 +204,7 @@ def _definitions(
         "shares_denominator": "all analysed rows of the group (underspecified + top-k + remaining = 1); "
         "continent shares are of the country-specified rows",
         "underspecified": "a row whose country is empty, null or a 'no country' answer",
-        "empty_caption_rule": _empty_caption_rule(),
+        "empty_caption_rule": EMPTY_CAPTION_RULE,
         "correlation_set": f"{correlate_over}: {_CORRELATION_SETS[correlate_over]}; the other set is "
         "reported under each correlation's 'alternative'",
         "diversity_threshold": diversity_rule,
@@ -405,6 +395,7 @@ def run_analysis(
             "n_rows_input": profile.n_input,
             "n_rows": len(rows),
             "n_excluded_entity_absent": profile.n_entity_absent,
+            "n_caption_empty": profile.n_caption_empty,
             "n_entity_unknown": profile.n_entity_unknown,
             "entity_column": profile.entity_column,
             "entities": entities,
@@ -423,6 +414,8 @@ def run_analysis(
             "plausible_p": PLAUSIBLE_P,
             "compare_p": COMPARE_P,
             "min_power_law_countries": MIN_POWER_LAW_COUNTRIES,
+            "min_tail": MIN_TAIL,
+            "paper_p": PAPER_P,
             "correlations": _CORRELATION_SETS[correlate_over],
             "gr": "p renormalised over rows whose country is in the reference; "
             "over if GR > r, under if GR < 1/r",

@@ -7,13 +7,13 @@ from typing import Any
 
 from ...audit.report.formatting import format_number
 from ...audit.report.plots import bar_png
+from ..analyze.power_law import PAPER_P
 from ..countries import CONTINENTS
 from .formatting import country_name, num, p_value, pct
 from .plots import CONTINENT_ORDER, continents_png, diversity_png, rank_frequency_png, scatter_png
 
 __all__ = ["build_context", "gof_readings"]
 
-PAPER_P = 0.05  # the paper reads GOF p < 0.05 as "follows a power law" (§4.1, Fig. 3)
 
 _ALT_NAMES = {"truncated_power_law": "truncated power law", "stretched_exponential": "stretched exp."}
 _TOP_N = 20  # countries in the bar chart

@@ -70,7 +70,8 @@ def _is_no(text: str) -> bool:
     if is_none_answer(text):
         return True
     words = fold(text).split()
-    return bool(words) and (words[0] in _NO_WORDS or " ".join(words[:2]) == "n a")
+    # A whole answer "NA" is "not applicable" from a model, not Namibia (which it would name).
+    return bool(words) and (words[0] in _NO_WORDS or " ".join(words[:2]) == "n a" or words == ["na"])
 
 
 def _scan(text: str) -> str | None:
