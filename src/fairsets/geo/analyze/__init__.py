@@ -12,8 +12,8 @@ Per entity and overall (the pooled rows):
    fractions of *all* rows (they sum to 1); counts per country; continent shares over the
    country-specified rows (Table 11; GeoNames codes NA SA EU AS AF OC, plus AN when present).
 2. **Power law** (Clauset, Shalizi & Newman 2009) on the per-country counts (one observation per
-   country with a non-zero count): ``α``, ``x_min`` (KS-minimising), σ (standard error of α), KS distance ``D``; the goodness-of-fit
-   p-value by CSN's semi-parametric bootstrap (§4.1: each synthetic data set keeps the empirical
+   country with a non-zero count): ``α``, ``x_min`` (KS-minimising), σ (standard error of α), KS
+   distance ``D``; the goodness-of-fit p-value by CSN's semi-parametric bootstrap (§4.1: each synthetic data set keeps the empirical
    values below ``x_min`` and draws from the fitted discrete power law above, in the empirical
    proportion; every synthetic set is refitted, ``x_min`` included; ``p`` = share of synthetic
    sets with ``D ≥ D_empirical``; CSN call the power law *plausible* when ``p ≥ 0.1``, the paper
