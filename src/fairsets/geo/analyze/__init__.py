@@ -13,13 +13,13 @@ Per entity and overall (the pooled rows):
    country-specified rows (Table 11; GeoNames codes NA SA EU AS AF OC, plus AN when present).
 2. **Power law** (Clauset, Shalizi & Newman 2009) on the per-country counts (one observation per
    country with a non-zero count): ``α``, ``x_min`` (KS-minimising), σ (standard error of α), KS
-   distance ``D``; the goodness-of-fit p-value by CSN's semi-parametric bootstrap (§4.1: each synthetic data set keeps the empirical
-   values below ``x_min`` and draws from the fitted discrete power law above, in the empirical
-   proportion; every synthetic set is refitted, ``x_min`` included; ``p`` = share of synthetic
-   sets with ``D ≥ D_empirical``; CSN call the power law *plausible* when ``p ≥ 0.1``, the paper
-   says a distribution *follows* it when ``p < 0.05``: the report gives p and both readings); and Vuong /
-   likelihood-ratio comparisons with lognormal, exponential, truncated power law and stretched
-   exponential (``powerlaw``'s ``Fit.distribution_compare`` with our ``x_min`` fixed: ``R > 0``
+   distance ``D``; the goodness-of-fit p-value by CSN's semi-parametric bootstrap (§4.1: each
+   synthetic data set keeps the empirical values below ``x_min`` and draws from the fitted discrete
+   power law above, in the empirical proportion; every synthetic set is refitted, ``x_min``
+   included; ``p`` = share of synthetic sets with ``D ≥ D_empirical``; CSN call the power law
+   *plausible* when ``p ≥ 0.1``, the paper says a distribution *follows* it when ``p < 0.05``: the
+   report gives p and both readings); and Vuong / likelihood-ratio comparisons with lognormal,
+   exponential, truncated power law and stretched exponential (``powerlaw``'s ``Fit.distribution_compare`` with our ``x_min`` fixed: ``R > 0``
    favours the power law). ``α`` is the exact discrete MLE (CSN eq. 3.5, Hurwitz zeta, searched in
    (1.0001, 20), so a steep tail is not clipped at 3); ``x_min`` minimises the KS distance over every
    integer above it among tails of at least :data:`~.power_law.MIN_TAIL` countries; σ comes from
