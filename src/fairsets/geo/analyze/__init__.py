@@ -20,9 +20,9 @@ Per entity and overall (the pooled rows):
    *plausible* when ``p ≥ 0.1``, the paper says a distribution *follows* it when ``p < 0.05``: the
    report gives p and both readings); and Vuong / likelihood-ratio comparisons with lognormal,
    exponential, truncated power law and stretched exponential (``powerlaw``'s
-   ``Fit.distribution_compare`` with our ``x_min`` fixed: ``R > 0`` favours the power law). ``α`` is the exact discrete MLE (CSN eq. 3.5, Hurwitz zeta, searched in
-   (1.0001, 20), so a steep tail is not clipped at 3); ``x_min`` minimises the KS distance over every
-   integer above it among tails of at least :data:`~.power_law.MIN_TAIL` countries; σ comes from
+   ``Fit.distribution_compare`` with our ``x_min`` fixed: ``R > 0`` favours the power law). ``α``
+   is the exact discrete MLE (CSN eq. 3.5, Hurwitz zeta, searched in (1.0001, 20), so a steep tail
+   is not clipped at 3); ``x_min`` minimises the KS distance over every integer above it among tails of at least :data:`~.power_law.MIN_TAIL` countries; σ comes from
    the observed Fisher information. Fewer than :data:`MIN_POWER_LAW_COUNTRIES` countries, or too
    short a tail, give an ``insufficient_data`` record with the reason and no verdict.
 3. **Correlations** of country frequency with GDP and population (Pearson and Spearman, with
