@@ -22,8 +22,9 @@ Per entity and overall (the pooled rows):
    exponential, truncated power law and stretched exponential (``powerlaw``'s
    ``Fit.distribution_compare`` with our ``x_min`` fixed: ``R > 0`` favours the power law). ``α``
    is the exact discrete MLE (CSN eq. 3.5, Hurwitz zeta, searched in (1.0001, 20), so a steep tail
-   is not clipped at 3); ``x_min`` minimises the KS distance over every integer above it among tails of at least :data:`~.power_law.MIN_TAIL` countries; σ comes from
-   the observed Fisher information. Fewer than :data:`MIN_POWER_LAW_COUNTRIES` countries, or too
+   is not clipped at 3); ``x_min`` minimises the KS distance over every integer above it among
+   tails of at least :data:`~.power_law.MIN_TAIL` countries; σ comes from the observed Fisher
+   information. Fewer than :data:`MIN_POWER_LAW_COUNTRIES` countries, or too
    short a tail, give an ``insufficient_data`` record with the reason and no verdict.
 3. **Correlations** of country frequency with GDP and population (Pearson and Spearman, with
    p-values and ``n``) over one of two country sets, named in each record (``over``) and in
