@@ -13,7 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
-from scipy import optimize, special, stats
+from scipy import special, stats
 
 from fairsets.geo.analyze.power_law import (
     ALPHA_BOUNDS,
@@ -23,17 +23,7 @@ from fairsets.geo.analyze.power_law import (
     fit_power_law,
     sample_discrete_power_law,
 )
-
-
-def _mle(tail: np.ndarray, xmin: int) -> float:
-    n, s = len(tail), float(np.sum(np.log(tail)))
-    res = optimize.minimize_scalar(
-        lambda a: n * math.log(special.zeta(a, xmin)) + a * s,
-        bounds=(1.0001, 30.0),
-        method="bounded",
-        options={"xatol": 1e-10},
-    )
-    return float(res.x)
+from powerlaw_reference import discrete_mle
 
 
 def _ks_every_integer(data: np.ndarray, xmin: int, alpha: float) -> float:
@@ -57,7 +47,7 @@ def test_alpha_recovered_beyond_three(alpha: float) -> None:
     tail = draws[draws >= pl["xmin"]]
     assert pl["n_tail"] == len(tail)
     # The exact MLE at the chosen x_min, not CSN's eq. 3.7 approximation.
-    assert pl["alpha"] == pytest.approx(_mle(tail, pl["xmin"]), abs=1e-5)
+    assert pl["alpha"] == pytest.approx(discrete_mle(tail, pl["xmin"]), abs=1e-5)
     # σ from the Fisher information is close to CSN's (α − 1)/sqrt(n) for a large x_min.
     assert pl["sigma"] == pytest.approx((pl["alpha"] - 1) / math.sqrt(len(tail)), rel=0.05)
 
@@ -83,7 +73,7 @@ def test_xmin_minimises_the_ks_distance_over_every_integer() -> None:
         tail = counts[counts >= xmin]
         if len(tail) < MIN_TAIL or len(np.unique(tail)) < 2:
             continue
-        d = _ks_every_integer(counts, int(xmin), _mle(tail, int(xmin)))
+        d = _ks_every_integer(counts, int(xmin), discrete_mle(tail, int(xmin)))
         if best is None or d < best[0] - 1e-12:
             best = (d, int(xmin))
     assert best is not None
@@ -133,7 +123,7 @@ def _reference_min_ks(data: np.ndarray) -> float:
     for xmin in np.unique(data):
         tail = data[data >= xmin]
         if len(tail) >= MIN_TAIL and len(np.unique(tail)) >= 2:
-            ds.append(_ks_every_integer(data, int(xmin), _mle(tail, int(xmin))))
+            ds.append(_ks_every_integer(data, int(xmin), discrete_mle(tail, int(xmin))))
     return min(ds)
 
 
