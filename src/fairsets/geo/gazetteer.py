@@ -332,8 +332,36 @@ def _inputs_digest(min_population: int, alternate_min_population: int) -> str:
     return h.hexdigest()[:20]
 
 
-def _dump(g: Gazetteer) -> bytes:
-    """The gazetteer as plain tuples (each place once), for :mod:`marshal`."""
+def read_sealed(path: Path) -> Any:
+    """What :func:`write_sealed` stored at ``path``: a checksum, then :mod:`marshal` bytes.
+
+    ``marshal`` holds plain values and runs no code; the checksum catches a truncated or damaged
+    file (``ValueError``). ``OSError`` when the file cannot be read.
+    """
+    data = path.read_bytes()
+    body = data[32:]
+    if len(data) < 32 or hashlib.sha256(body).digest() != data[:32]:
+        raise ValueError("checksum mismatch (a truncated or damaged file)")
+    try:
+        return marshal.loads(body)
+    except (EOFError, TypeError, ValueError) as e:
+        raise ValueError(f"not marshal data ({e})") from None
+
+
+def write_sealed(path: Path, doc: Any, what: str) -> None:
+    """Store plain values ``doc`` at ``path`` atomically with a checksum; a folder that cannot be
+    written is logged and skipped (a cache only saves time)."""
+    from fairsets.core.atomic import atomic_write_bytes
+
+    body = marshal.dumps(doc)
+    try:
+        atomic_write_bytes(path, hashlib.sha256(body).digest() + body)
+    except OSError as e:
+        log.debug("%s cache not written (%s)", what, e)
+
+
+def _dump(g: Gazetteer) -> dict[str, Any]:
+    """The gazetteer as plain tuples (each place once), for :func:`write_sealed`."""
     index: dict[Place, int] = {}
     places: list[tuple[str, str, int, str, int]] = []
     entries = {}
@@ -355,8 +383,7 @@ def _dump(g: Gazetteer) -> bytes:
         "alternate_min_population": g.alternate_min_population,
         "first_tokens": frozenset(g.first_tokens),
     }
-    body = marshal.dumps(doc)
-    return hashlib.sha256(body).digest() + body
+    return doc
 
 
 class _LazyEntries(Mapping[str, tuple[Place, ...]]):
@@ -393,13 +420,9 @@ class _LazyEntries(Mapping[str, tuple[Place, ...]]):
         return len(self._ids)
 
 
-def _load(data: bytes) -> Gazetteer:
-    """A gazetteer from :func:`_dump`'s bytes (ValueError when they are not such a file)."""
-    body = data[32:]
-    if len(data) < 32 or hashlib.sha256(body).digest() != data[:32]:
-        raise ValueError("checksum mismatch (a truncated or damaged file)")
+def _load(doc: Any) -> Gazetteer:
+    """A gazetteer from :func:`_dump`'s document (ValueError when it is not one)."""
     try:
-        doc = marshal.loads(body)
         if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT:
             raise ValueError("not a gazetteer cache of this format")
         rows = doc["places"]
@@ -421,7 +444,7 @@ def _load(data: bytes) -> Gazetteer:
         g.first_tokens = first
         g.max_tokens = int(doc["max_tokens"])
         g.admin_codes = dict(doc["admin_codes"])
-    except (EOFError, TypeError, KeyError, IndexError, ValueError) as e:
+    except (TypeError, KeyError, IndexError, ValueError) as e:
         raise ValueError(f"unreadable gazetteer cache ({e})") from None
     g.build_seconds = 0.0
     return g
@@ -445,7 +468,7 @@ def gazetteer(min_population: int = 1000, alternate_min_population: int = 50_000
         path = None
     if path is not None and path.is_file():
         try:
-            g = _load(path.read_bytes())
+            g = _load(read_sealed(path))
             g.build_seconds = time.perf_counter() - t0
             log.debug("gazetteer: %d names from %s in %.2fs", len(g.entries_frozen), path, g.build_seconds)
             return g
@@ -453,10 +476,5 @@ def gazetteer(min_population: int = 1000, alternate_min_population: int = 50_000
             log.warning("%s: %s; building the gazetteer again", path, e)
     g = Gazetteer(min_population, alternate_min_population)
     if path is not None:
-        from fairsets.core.atomic import atomic_write_bytes
-
-        try:
-            atomic_write_bytes(path, _dump(g))
-        except OSError as e:
-            log.debug("gazetteer cache not written (%s)", e)
+        write_sealed(path, _dump(g), "gazetteer")
     return g

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import marshal
 import math
 from typing import Any
 
@@ -71,7 +70,7 @@ def _word_tables() -> dict[str, Any]:
     """``{"words": [...] | None, "freq": {...} | None}``, from the user cache when it is there."""
     import importlib.metadata as md
 
-    from ...gazetteer import cache_dir
+    from ...gazetteer import cache_dir, read_sealed, write_sealed
 
     versions = []
     for pkg in ("english-words", "wordfreq"):
@@ -85,25 +84,16 @@ def _word_tables() -> dict[str, Any]:
     except OSError:  # no home folder to cache in
         return _build_words()
     try:
-        data = path.read_bytes()
-        body = data[32:]
-        if hashlib.sha256(body).digest() == data[:32]:
-            doc = marshal.loads(body)
-            if isinstance(doc, dict) and doc.get("format") == _WORDS_FORMAT:
-                return doc
-        log.warning("%s: damaged; reading the word lists again", path)
+        doc = read_sealed(path)
+        if isinstance(doc, dict) and doc.get("format") == _WORDS_FORMAT:
+            return doc
+        log.warning("%s: not a word-list cache of this format; reading the word lists again", path)
     except FileNotFoundError:
         pass
-    except (OSError, ValueError, EOFError, TypeError) as e:
+    except (OSError, ValueError) as e:
         log.warning("%s: %s; reading the word lists again", path, e)
     doc = _build_words()
-    from fairsets.core.atomic import atomic_write_bytes
-
-    body = marshal.dumps(doc)
-    try:
-        atomic_write_bytes(path, hashlib.sha256(body).digest() + body)
-    except OSError as e:
-        log.debug("word-list cache not written (%s)", e)
+    write_sealed(path, doc, "word-list")
     return doc
 
 
