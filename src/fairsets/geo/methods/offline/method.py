@@ -445,9 +445,8 @@ class OfflineMethod(GeoMethod):
                     a.listed = b.listed = True
                 # "Paris, Texas", "Athens, Georgia", "Perth, Scotland": read both names as
                 # the country they share, when they share one.
-                shared = sorted(
-                    set(a.weights) & set(b.weights)
-                )  # a fixed order: the same sums in every process
+                # (in a fixed order: the same float sums in every process)
+                shared = sorted(set(a.weights) & set(b.weights))
                 container = b.note in CONTAINERS and not a.note.endswith(":weak")
                 if container and shared and (len(a.weights) > 1 or len(b.weights) > 1):
                     for m in (a, b):
@@ -496,10 +495,9 @@ class OfflineMethod(GeoMethod):
         tokens, mode, mentions = self._analyse(caption)
         if not mentions:
             conf = self.scorer.no_mention_confidence
-            return _Decision(Prediction(None, conf, "", None, 0.0), tokens, mentions, [], [], {}, [])
+            return _Decision(Prediction(None, conf, "", None, 0.0), tokens, mentions, [], {})
         scores, dists = self._distribute(mentions)
-        commercial = sum(1 for t in tokens if t.key in COMMERCIAL)
-        feats = [mention_features(self, tokens, mode, mentions, k, commercial) for k in range(len(mentions))]
+        commercial, feats = self._features(tokens, mode, mentions)
         probs = [self.scorer.mention.prob(x) for x in feats]
         best, shares, cfeats = self._caption_view(mentions, probs, dists, scores, commercial)
         score = self.scorer.caption.prob(cfeats)
@@ -514,7 +512,17 @@ class OfflineMethod(GeoMethod):
             pred = Prediction(best, score, words, best, score)
         else:
             pred = Prediction(None, 1.0 - score, f"rejected: {words}" if words else "", best, score)
-        return _Decision(pred, tokens, mentions, probs, feats, scores, dists)
+        return _Decision(pred, tokens, mentions, probs, scores)
+
+    def _features(
+        self, tokens: list[Token], mode: str, mentions: list[Mention]
+    ) -> tuple[int, list[list[float]]]:
+        """The caption's commercial-word count and each mention's scorer features: what the
+        scorer sees at prediction time and :mod:`.training` learns from."""
+        commercial = sum(1 for t in tokens if t.key in COMMERCIAL)
+        return commercial, [
+            mention_features(self, tokens, mode, mentions, k, commercial) for k in range(len(mentions))
+        ]
 
     @staticmethod
     def _caption_view(
@@ -543,9 +551,7 @@ class _Decision:
     tokens: list[Token]
     mentions: list[Mention]
     probs: list[float]
-    features: list[list[float]]
     scores: dict[str, float]
-    dists: list[dict[str, float]]
 
 
 def explain(caption: str, method: OfflineMethod | None = None) -> dict[str, Any]:

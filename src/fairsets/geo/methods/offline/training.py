@@ -29,12 +29,10 @@ from typing import Any
 from .method import OfflineMethod
 from .scorer import (
     CAPTION_FEATURES,
-    COMMERCIAL,
     MENTION_FEATURES,
     Logistic,
     Scorer,
     fit_logistic,
-    mention_features,
 )
 
 __all__ = ["CaptionRows", "collect", "train_scorer"]
@@ -64,11 +62,11 @@ def collect(method: OfflineMethod, captions: Sequence[str], gold: Sequence[str |
             rows.no_mention.append(g is None)
             continue
         scores, dists = method._distribute(mentions)
-        commercial = sum(1 for t in tokens if t.key in COMMERCIAL)
+        commercial, feats = method._features(tokens, mode, mentions)
         idx = []
-        for k, m in enumerate(mentions):
+        for m, x in zip(mentions, feats, strict=True):
             idx.append(len(rows.mention_x))
-            rows.mention_x.append(mention_features(method, tokens, mode, mentions, k, commercial))
+            rows.mention_x.append(x)
             rows.mention_y.append(int(g is not None and g in m.weights))
             rows.mention_caption.append(ci)
         rows.captions.append((ci, idx, mentions, dists, scores, commercial))
