@@ -33,7 +33,7 @@ from .lexicon import (
     TITLES,
     WEAK,
 )
-from .organisations import find_brands, find_organisations
+from .organisations import find_organisations
 from .scorer import COMMERCIAL, Scorer, caption_features, load_scorer, mention_features, scorer_from_file
 from .wordsets import _english_words, _false_friends, _given_names, _zipf
 
@@ -401,9 +401,7 @@ class OfflineMethod(GeoMethod):
             key = " ".join(t.key for t in tokens[s:e])
             posts.append(Mention(s, e, key, (place,), strength, {iso3: 1.0}, "organisation"))
             taken.update(range(s, e))
-        blocked = self._blocked(tokens)
-        for s, e in find_brands(tokens):  # "Kia Sorento", "Hampton Bay fan": names, not places
-            blocked.update(range(s, e))
+        blocked = self._blocked(tokens)  # false friends and brands ("Kia Sorento"): not places
         for s, e, iso3 in postcodes(caption):
             span = [k for k, t in enumerate(tokens) if t.start >= s and t.end <= e]
             if span:

@@ -29,12 +29,17 @@ def _lines(name: str) -> tuple[str, ...]:
 
 @functools.cache
 def _false_friends() -> dict[str, tuple[tuple[str, ...], ...]]:
-    """First token → token tuples of false-friend phrases (longest first)."""
+    """First token → token tuples of the phrases masked before any lookup (longest first):
+    ``false_friends.txt`` and the brand and product-line phrases of ``brands.txt``."""
+    from .organisations import brand_phrases
+
     by_first: dict[str, list[tuple[str, ...]]] = {}
     for phrase in _lines("false_friends.txt"):
         toks = tuple(name_key(phrase).split())
         if toks:
             by_first.setdefault(toks[0], []).append(toks)
+    for first, phrases in brand_phrases().items():
+        by_first.setdefault(first, []).extend(phrases)
     return {k: tuple(sorted(v, key=len, reverse=True)) for k, v in by_first.items()}
 
 
