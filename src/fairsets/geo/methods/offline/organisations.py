@@ -278,7 +278,10 @@ def find_organisations(
 
 
 def find_brands(tokens: Sequence[Token] | Sequence[str]) -> list[tuple[int, int]]:
-    """Brand phrases in a caption: ``(start, end)`` token spans, longest first, not overlapping."""
+    """Brand phrases in a caption: ``(start, end)`` token spans, longest first, not overlapping.
+
+    For inspection; the offline method masks these phrases through its false-friend table.
+    """
     keys = _keys(tokens)
     brands = brand_phrases()
     out: list[tuple[int, int]] = []
