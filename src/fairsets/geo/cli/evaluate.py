@@ -16,7 +16,6 @@ log line when matplotlib is missing).
 
 from __future__ import annotations
 
-import inspect
 import logging
 from pathlib import Path
 from typing import Annotated, Any
@@ -35,10 +34,10 @@ out_console = Console()
 
 def _takes(name: str, option: str) -> bool:
     """Whether the registered method ``name`` names ``option`` in its constructor."""
-    from fairsets.geo.methods import GEO_METHODS
+    from fairsets.geo.methods.base import takes_option
 
     try:
-        return option in inspect.signature(GEO_METHODS.get(name)).parameters
+        return takes_option(name, option)
     except KeyError:
         return False  # an unknown name: build_method reports it
 

@@ -14,6 +14,7 @@ rebuilt from ``{"method": name, **options}`` inside pipeline tasks on any execut
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +22,15 @@ from typing import Any
 
 from fairsets.core.registry import Registry
 
-__all__ = ["GEO_METHODS", "GeoMethod", "Prediction", "get_method", "method_from_spec"]
+__all__ = [
+    "GEO_METHODS",
+    "GeoMethod",
+    "Prediction",
+    "get_method",
+    "method_from_spec",
+    "method_options",
+    "takes_option",
+]
 
 GEO_METHODS: Registry[type[GeoMethod]] = Registry("geo method")
 
@@ -102,3 +111,21 @@ def method_from_spec(spec: dict[str, Any]) -> GeoMethod:
     """Rebuild a method from :meth:`GeoMethod.spec`."""
     spec = dict(spec)
     return get_method(spec.pop("method"), **spec)
+
+
+def method_options(cls: type) -> tuple[dict[str, inspect.Parameter], bool]:
+    """A method class's keyword options and whether it also takes free ``**options``."""
+    params = dict(inspect.signature(cls.__init__).parameters)
+    params.pop("self", None)
+    free = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    named = {
+        k: p
+        for k, p in params.items()
+        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    }
+    return named, free
+
+
+def takes_option(name: str, option: str) -> bool:
+    """Whether the registered method ``name`` names ``option`` in its constructor, without building it."""
+    return option in method_options(GEO_METHODS.get(name))[0]

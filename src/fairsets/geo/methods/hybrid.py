@@ -23,13 +23,12 @@ the captions seen and ``share_sent_to_llm``; the CLI prints the share.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from .base import GEO_METHODS, GeoMethod, Prediction, get_method
+from .base import GEO_METHODS, GeoMethod, Prediction, get_method, takes_option
 
 __all__ = ["HybridMethod"]
 
@@ -59,7 +58,7 @@ class HybridMethod(GeoMethod):
             )
         first_options = dict(first_options or {})
         if min_confidence is not None:  # the first method's operating threshold
-            if "min_confidence" not in inspect.signature(GEO_METHODS.get(first)).parameters:
+            if not takes_option(first, "min_confidence"):
                 raise ValueError(
                     f"hybrid: min_confidence needs a first method with a confidence, not {first!r}"
                 )

@@ -10,32 +10,15 @@ import logging
 from typing import Any
 
 from ..methods import GEO_METHODS, GeoMethod, method_from_spec
+from ..methods.base import method_options, takes_option
 from .streams import _reason
 
 log = logging.getLogger(__package__)  # the package's logger, as before the split
 
 
-def _parameters(cls: type) -> tuple[dict[str, inspect.Parameter], bool]:
-    """A method class's keyword options and whether it also takes free ``**options``."""
-    params = dict(inspect.signature(cls.__init__).parameters)
-    params.pop("self", None)
-    free = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    named = {
-        k: p
-        for k, p in params.items()
-        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    }
-    return named, free
-
-
-def takes_option(name: str, option: str) -> bool:
-    """Whether the registered method ``name`` names ``option`` in its constructor."""
-    return option in _parameters(GEO_METHODS.get(name))[0]
-
-
 def _check_options(name: str, options: dict[str, Any]) -> None:
     cls = GEO_METHODS.get(name)  # UnknownName: "unknown geo method 'x' (known: …)"
-    named, _ = _parameters(cls)
+    named, _ = method_options(cls)
     unknown = sorted(k for k in options if k not in named)
     if unknown:
         raise ValueError(
