@@ -73,6 +73,11 @@ class Mention:
     ctx: dict[str, float] = field(default_factory=dict)
 
 
+def _text(caption: str, tokens: list[Token], m: Mention) -> str:
+    """The words of the caption a mention covers, as written."""
+    return caption[tokens[m.start].start : tokens[m.end - 1].end]
+
+
 class OfflineMethod(GeoMethod):
     """Gazetteer entities + population priors + context rules; see the module docstring."""
 
@@ -501,8 +506,7 @@ class OfflineMethod(GeoMethod):
         score = self.scorer.caption.prob(cfeats)
         used = [k for k, s in enumerate(shares) if s > 0.0]
         words = "; ".join(
-            f"{caption[tokens[mentions[k].start].start : tokens[mentions[k].end - 1].end]} "
-            f"({mentions[k].note.split(':', 1)[0]} {probs[k]:.2f})"
+            f"{_text(caption, tokens, mentions[k])} ({mentions[k].note.split(':', 1)[0]} {probs[k]:.2f})"
             for k in sorted(used, key=lambda k: -probs[k] * shares[k])
         )
         keep = score >= self.min_confidence and sum(scores.values()) >= self.threshold
@@ -569,7 +573,7 @@ def explain(caption: str, method: OfflineMethod | None = None) -> dict[str, Any]
         "rule_scores": {k: round(v, 3) for k, v in sorted(d.scores.items(), key=lambda kv: -kv[1])[:5]},
         "mentions": [
             {
-                "text": caption[tokens[m.start].start : tokens[m.end - 1].end],
+                "text": _text(caption, tokens, m),
                 "kind": m.note,
                 "place_probability": round(p, 4),
                 "rule_strength": round(m.strength, 3),
