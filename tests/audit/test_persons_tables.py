@@ -9,7 +9,7 @@ from person_tables import ImageSpec, write_person_tables
 
 from fairsets.annotate import layout
 from fairsets.annotate.layout import AnnotationError
-from fairsets.audit.persons.tables import connect, has_captions
+from fairsets.audit.persons.tables import connect, group_rule_definition, groups_sql, has_captions
 
 CASES = [  # boxes' perceived gender → the image's group (the rule in tables.py's docstring)
     (["female"], "female"),
@@ -18,8 +18,28 @@ CASES = [  # boxes' perceived gender → the image's group (the rule in tables.p
     (["female", "male"], "mixed"),
     (["mixed"], "mixed"),
     (["unclear", "unclear"], "unclear"),
-    ([None], "unclear"),
+    ([None], "unlabelled"),  # no label is not "unclear"
 ]
+
+RACE_CASES = [  # boxes' perceived race → the image's exclusive race group (the same rule)
+    (["white"], "white"),
+    (["white", "unclear", None], "white"),
+    (["black", "white"], "mixed"),
+    (["unclear", "unclear"], "unclear"),
+    ([None, None], "unlabelled"),
+    (["black", "black", "east_asian", "unclear"], "mixed"),
+]
+
+
+def exclusive(labels: list) -> str:
+    """The exclusive image-level group, written out here from the rule's words."""
+    named = {x for x in labels if x is not None}
+    known = named - {"unclear"}
+    if not named:
+        return "unlabelled"
+    if not known:
+        return "unclear"
+    return next(iter(known)) if len(known) == 1 else "mixed"
 
 
 def test_image_gender_rule_and_counts(tmp_path: Path) -> None:
@@ -32,6 +52,7 @@ def test_image_gender_rule_and_counts(tmp_path: Path) -> None:
     con = connect(write_person_tables(tmp_path / "ann", specs, shard_size=3))
     got = dict(con.sql("SELECT caption, gender FROM person_images").fetchall())
     assert got == {f"img {n}": want for n, (_, want) in enumerate(CASES)}  # no box-less or rejected image
+    assert all(exclusive(gs) == want for gs, want in CASES)
     assert con.execute("SELECT count(*) FROM boxes").fetchone()[0] == sum(len(gs) for gs, _ in CASES) + 1
     assert con.execute("SELECT count(*) FROM images").fetchone()[0] == len(CASES) + 1
     row = con.execute(
@@ -39,8 +60,43 @@ def test_image_gender_rule_and_counts(tmp_path: Path) -> None:
     )
     assert row.fetchone() == (3, 2, 0, 1, ["white"])
     assert not has_captions(tmp_path / "ann")
-    races = con.execute("SELECT races FROM person_images WHERE caption = 'img 0'").fetchone()[0]
-    assert races == []  # no labelled race: an empty list, not NULL
+    races, race = con.execute("SELECT races, race FROM person_images WHERE caption = 'img 0'").fetchone()
+    assert races == [] and race == "unlabelled"  # no labelled race: an empty list, not NULL
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_one_group_rule_for_race_and_gender_exclusive_and_any(tmp_path: Path, cache: bool) -> None:
+    """The exclusive race column follows the same rule as gender; under ``any`` an image is in every
+    group one of its boxes has (``unlabelled`` when none), so its groups may be several."""
+    import itertools
+
+    pairs = list(itertools.zip_longest(CASES, RACE_CASES, fillvalue=([None], "unlabelled")))
+    specs = [
+        ImageSpec(
+            [(g, r, 0.1) for g, r in itertools.zip_longest(gs, rs)],
+            alt=f"img {n}",
+        )
+        for n, ((gs, _), (rs, _)) in enumerate(pairs)
+    ]
+    con = connect(write_person_tables(tmp_path / "ann", specs), cache=tmp_path / "facts" if cache else None)
+    rows = con.sql(
+        f"SELECT caption, gender, race, {groups_sql('gender', 'any')}, {groups_sql('race', 'any')}, "
+        f"{groups_sql('race', 'exclusive')} FROM person_images"
+    ).fetchall()
+    got = {caption: rest for caption, *rest in rows}
+    for n, ((gs, _), (rs, _)) in enumerate(pairs):
+        genders = list(gs) + [None] * (len(rs) - len(gs))
+        races = list(rs) + [None] * (len(gs) - len(rs))
+        g, r, g_any, r_any, r_list = got[f"img {n}"]
+        assert (g, r) == (exclusive(genders), exclusive(races))
+        assert r_list == [exclusive(races)]
+        for labels, members in ((genders, g_any), (races, r_any)):
+            named = sorted({x for x in labels if x is not None})
+            assert members == (named or ["unlabelled"])
+    for rule in ("exclusive", "any"):
+        assert rule in group_rule_definition(rule)
+    with pytest.raises(ValueError, match="group rule"):
+        groups_sql("gender", "some")
 
 
 def test_person_captions_carry_their_box_labels(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ Parquet files when a query runs, so 10 M rows never sit in memory as a table):
   ``perceived_{attr}`` (NULL when the box could not be labelled);
 * ``images`` — every ``ok`` image: ``shard, key, caption`` (the alt-text), ``n_boxes``, ``n_kept``;
 * ``person_images`` — the images with at least one kept box, with the image-level groups below:
-  ``n_persons`` (kept boxes), ``gender`` (the rule below; NULL when the folder has no gender
-  labels), ``n_female``, ``n_male``, ``n_mixed``, ``n_unclear``, and ``races`` (the sorted list of
-  distinct perceived races of its boxes; empty list when none);
+  ``n_persons`` (kept boxes), ``gender`` and ``race`` (the exclusive image-level group of each
+  attribute, :func:`image_group_sql`; NULL when the folder has no labels for it), ``n_female``,
+  ``n_male``, ``n_mixed``, ``n_unclear``, ``genders`` and ``races`` (the sorted lists of distinct
+  labels of its boxes; empty when none is labelled);
 * ``captions`` — person captions (``annotate caption``) when the folder has any: ``shard, key,
   box_id, caption, annotator`` with the box's labels (``status = 'ok'`` only).
 
@@ -29,16 +30,23 @@ the kept boxes in box-table order (``annotate classify`` writes them so), so a s
 position, every row's ``(key, box_id)`` checked; a shard whose check fails is joined by key. Both
 ways give the same rows as the views without a cache (a test compares every audit number).
 
-**The image-level gender rule** (one group per image, from its kept boxes' perceived gender):
+**The image-level identity group** (one rule for every audit section and both attributes;
+``--group-rule``). Let L be the distinct labels of the image's kept boxes for the attribute (NULL
+labels left out):
 
-* ``female`` — every labelled box is ``female``; ``male`` likewise;
-* ``mixed`` — at least one ``female`` and one ``male`` box, or any box labelled ``mixed`` (a box
-  that shows several people);
-* ``unclear`` — no box has a gender label other than ``unclear`` (or none is labelled).
+* ``exclusive`` (the default) — one group per image: ``unlabelled`` when L is empty (no box has a
+  label at all); ``unclear`` when every label in L is ``unclear``; the one label when L holds one
+  label besides ``unclear`` (``female``, ``male``, ``white``, …); ``mixed`` when it holds two or
+  more (a ``female`` and a ``male`` box; two races) — a box labelled ``mixed`` (several people in
+  one box) makes the image ``mixed`` too. An ``unclear`` box beside ``female`` ones leaves the
+  image ``female``: an unclear person says nothing about the others. The groups of one attribute
+  partition the person images, so their shares sum to 1.
+* ``any`` — an image is in every group in L (multi-membership: an image with a ``female`` and a
+  ``male`` box is in both), and in ``unlabelled`` when L is empty. Shares may sum over 1.
 
-``unclear`` boxes beside ``female`` ones leave the image ``female``: an unclear person says nothing
-about the others. An image "with race g" is an image with at least one kept box of perceived race
-``g`` (an image can be with several races).
+``unclear`` (the classifier saw a person but could not tell) and ``unlabelled`` (no label: the box
+was never classified) are different groups everywhere. :func:`groups_sql` is the rule as SQL; every
+section (composition, crime words, sentiment, themes) reads its groups through it.
 """
 
 from __future__ import annotations
@@ -55,13 +63,85 @@ from fairsets.annotate.read import attribute_names
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["GENDER_RULE", "attributes", "blank_sql", "connect", "has_captions"]
+__all__ = [
+    "DEFAULT_GROUP_RULE",
+    "GROUP_RULES",
+    "MIXED",
+    "UNCLEAR",
+    "UNLABELLED",
+    "attributes",
+    "blank_sql",
+    "check_group_rule",
+    "connect",
+    "group_rule_definition",
+    "groups_sql",
+    "has_captions",
+    "image_group_sql",
+]
 
-#: The image-level gender rule, as SQL over the per-image counts (documented in the module docstring).
-GENDER_RULE = (
-    "CASE WHEN n_mixed > 0 OR (n_female > 0 AND n_male > 0) THEN 'mixed' "
-    "WHEN n_female > 0 THEN 'female' WHEN n_male > 0 THEN 'male' ELSE 'unclear' END"
-)
+#: The image-level group rules (see "The image-level identity group" in the module docstring).
+GROUP_RULES = ("exclusive", "any")
+#: The rule every section uses unless told otherwise.
+DEFAULT_GROUP_RULE = "exclusive"
+#: The classifier's "could not tell" label; a group of its own.
+UNCLEAR = "unclear"
+#: The group of an image (or box) with no label at all; never the same as ``unclear``.
+UNLABELLED = "unlabelled"
+#: The exclusive group of an image with two or more distinct labels.
+MIXED = "mixed"
+
+
+def check_group_rule(rule: str) -> str:
+    """``rule`` when it is one of :data:`GROUP_RULES`, else a one-line ValueError."""
+    if rule not in GROUP_RULES:
+        raise ValueError(f"group rule must be one of {', '.join(GROUP_RULES)}; got {rule!r}")
+    return rule
+
+
+def image_group_sql(labels: str) -> str:
+    """The exclusive image-level group as SQL over ``labels``, a column holding the list of
+    distinct non-NULL labels of the image's boxes (see the module docstring)."""
+    # ``labels`` is distinct, so the labels besides 'unclear' number len - (1 if it has 'unclear')
+    known = f"(len({labels}) - CASE WHEN list_contains({labels}, '{UNCLEAR}') THEN 1 ELSE 0 END)"
+    only = f"CASE WHEN {labels}[1] = '{UNCLEAR}' THEN {labels}[2] ELSE {labels}[1] END"
+    return (
+        f"CASE WHEN coalesce(len({labels}), 0) = 0 THEN '{UNLABELLED}' "
+        f"WHEN {known} = 0 THEN '{UNCLEAR}' WHEN {known} = 1 THEN {only} ELSE '{MIXED}' END"
+    )
+
+
+def groups_sql(attr: str, rule: str = DEFAULT_GROUP_RULE, alias: str = "") -> str:
+    """SQL over ``person_images`` (columns prefixed with ``alias``, e.g. ``"t."``) giving the LIST
+    of groups the image is in for ``attr`` (``gender`` or ``race``) under ``rule``: one group
+    under ``exclusive``, every label of its boxes (or ``unlabelled``) under ``any``. NULL when the
+    folder has no labels for ``attr`` (the ``exclusive`` column is NULL then)."""
+    check_group_rule(rule)
+    if attr not in ("gender", "race"):
+        raise ValueError(f"attribute must be gender or race; got {attr!r}")
+    column, labels = f"{alias}{attr}", f"{alias}{attr}s"
+    if rule == "exclusive":
+        return f"CASE WHEN {column} IS NULL THEN NULL ELSE [{column}] END"
+    return (
+        f"CASE WHEN {column} IS NULL THEN NULL "
+        f"WHEN coalesce(len({labels}), 0) = 0 THEN ['{UNLABELLED}'] ELSE {labels} END"
+    )
+
+
+def group_rule_definition(rule: str) -> str:
+    """The rule ``rule`` in one sentence (for the ``definitions`` of every section)."""
+    check_group_rule(rule)
+    if rule == "exclusive":
+        return (
+            "exclusive (image level, one group per image and attribute): the one label of its boxes "
+            "besides 'unclear'; 'mixed' when they carry two or more (female and male, two races, or a "
+            "box labelled mixed); 'unclear' when every labelled box is unclear; 'unlabelled' when no "
+            "box has a label. Groups partition the person images; shares sum to 1"
+        )
+    return (
+        "any (image level, multi-membership): an image is in every group one of its boxes is labelled "
+        "with ('unclear' included), and in 'unlabelled' when no box has a label; an image can be in "
+        "several groups, so shares may sum over 1"
+    )
 
 
 def _files(folder: Path) -> list[str]:
@@ -186,34 +266,38 @@ def _boxes_sql(folder: Path, names: list[str], attrs: list[str]) -> str:
 
 
 def _person_counts_sql(boxes: str, attrs: list[str]) -> str:
-    has_gender, has_race = "gender" in attrs, "race" in attrs
+    has_gender = "gender" in attrs
     count = lambda label: (  # noqa: E731
         f"count(*) FILTER (WHERE perceived_gender = '{label}')" if has_gender else "0"
     )
-    races = (
-        "coalesce(list_sort(list_distinct(list(perceived_race) FILTER (WHERE perceived_race IS NOT NULL))), "
-        "[]::VARCHAR[])"
-        if has_race
-        else "[]::VARCHAR[]"
-    )
+
+    def labels(attr: str) -> str:
+        if attr not in attrs:
+            return "[]::VARCHAR[]"
+        col = f"perceived_{attr}"
+        return f"coalesce(list_sort(list_distinct(list({col}) FILTER (WHERE {col} IS NOT NULL))), []::VARCHAR[])"
+
     return (
         "SELECT shard, key, count(*) AS n_persons, "
         f"{count('female')} AS n_female, {count('male')} AS n_male, {count('mixed')} AS n_mixed, "
-        f"{count('unclear')} AS n_unclear, {races} AS races FROM {boxes} GROUP BY shard, key"
+        f"{count('unclear')} AS n_unclear, {labels('gender')} AS genders, {labels('race')} AS races "
+        f"FROM {boxes} GROUP BY shard, key"
     )
 
 
 def _person_images_sql(counts: str, images: str, attrs: list[str]) -> str:
-    gender = GENDER_RULE if "gender" in attrs else "NULL::VARCHAR"
+    gender = image_group_sql("p.genders") if "gender" in attrs else "NULL::VARCHAR"
+    race = image_group_sql("p.races") if "race" in attrs else "NULL::VARCHAR"
     return (
         "SELECT p.shard, p.key, i.caption, p.n_persons, "
-        f"{gender} AS gender, p.n_female, p.n_male, p.n_mixed, p.n_unclear, p.races "
+        f"{gender} AS gender, {race} AS race, p.n_female, p.n_male, p.n_mixed, p.n_unclear, "
+        "p.genders, p.races "
         f"FROM {counts} p JOIN {images} i ON p.shard = i.shard AND p.key = i.key"
     )
 
 
 #: Bumped when the fact tables' content changes, so older caches are rebuilt.
-FACTS_VERSION = 1
+FACTS_VERSION = 2
 
 
 def _fingerprint(folder: Path, name: str, attrs: list[str]) -> str:
