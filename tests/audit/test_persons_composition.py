@@ -31,10 +31,19 @@ def check(entry: dict, k: int, n: int) -> None:
     assert entry["ci95"] == pytest.approx(wilson(k, n), abs=1e-12)
 
 
-def image_gender(gs: list) -> str:
-    if "mixed" in gs or ("female" in gs and "male" in gs):
-        return "mixed"
-    return "female" if "female" in gs else "male" if "male" in gs else "unclear"
+def image_group(labels: list) -> str:
+    """The exclusive image-level group, from the rule's words (labels of one attribute)."""
+    named = {x for x in labels if x is not None}
+    known = named - {"unclear"}
+    if not named:
+        return "unlabelled"
+    if not known:
+        return "unclear"
+    return known.pop() if len(known) == 1 else "mixed"
+
+
+def image_groups_any(labels: list) -> set[str]:
+    return {x for x in labels if x is not None} or {"unlabelled"}
 
 
 @pytest.fixture(scope="module")
@@ -58,40 +67,71 @@ def test_box_shares_by_gender_and_race(planted) -> None:
     boxes = [b for s in specs for b in s.boxes]
     assert got["n_boxes"] == len(boxes) and got["n_images"] == len(specs)
     for i, attr in enumerate(["gender", "race"]):
-        labels = [b[i] for b in boxes]
-        labelled = [x for x in labels if x is not None]
+        labels = ["unlabelled" if b[i] is None else b[i] for b in boxes]
         section = got["boxes"][attr]
-        assert section["n_labelled"] == len(labelled)
-        assert set(section["groups"]) == set(labelled)
+        assert section["n"] == len(boxes) and section["n_labelled"] == len(boxes) - labels.count("unlabelled")
+        assert set(section["groups"]) == set(labels) | ({"female", "male", "mixed"} if i == 0 else set())
         for g, entry in section["groups"].items():
-            check(entry, labelled.count(g), len(labelled))
-        check(section["missing"], labels.count(None), len(labels))
-    check(got["unclear"]["boxes_race"], [b[1] for b in boxes].count("unclear"), len(labelled))
+            check(entry, labels.count(g), len(boxes))  # one denominator: every kept box
+        assert sum(e["count"] for e in section["groups"].values()) == len(boxes)
+    check(got["unclear"]["boxes_race"], [b[1] for b in boxes].count("unclear"), len(boxes))
 
 
 def test_image_shares_by_gender_both_genders_and_race(planted) -> None:
     specs, got = planted
     person = [s for s in specs if s.boxes]
     n = len(person)
-    assert got["n_person_images"] == n
+    assert got["n_person_images"] == n and got["group_rule"] == "exclusive"
     check(got["person_images"], n, len(specs))
-    groups = [image_gender([b[0] for b in s.boxes]) for s in person]
-    for g in ["female", "male", "mixed", "unclear"]:
-        check(got["images"]["gender"]["groups"][g], groups.count(g), n)
-    check(got["unclear"]["images_gender"], groups.count("unclear"), n)
+    for i, attr in enumerate(["gender", "race"]):
+        groups = [image_group([b[i] for b in s.boxes]) for s in person]
+        table = got["images"][attr]
+        assert table["n"] == n and not table["multi_membership"]
+        assert set(groups) <= set(table["groups"])
+        for g, entry in table["groups"].items():
+            check(entry, groups.count(g), n)
+        check(got["unclear"][f"images_{attr}"], groups.count("unclear"), n)
     both = sum(1 for s in person if {"female", "male"} <= {b[0] for b in s.boxes})
     check(got["images"]["both_genders"], both, n)
-    check(got["images"]["gender"]["missing"], sum(all(b[0] is None for b in s.boxes) for s in person), n)
-    race = got["images"]["race"]
-    total = 0.0
-    for r in ["white", "black", "east_asian", "middle_eastern", "unclear"]:
-        k = sum(any(b[1] == r for b in s.boxes) for s in person)
-        check(race["groups"][r], k, n)
-        total += k / n
-    assert total > 1  # images with several races count for each
-    sets = [{b[1] for b in s.boxes} - {None} for s in person]
-    check(race["only_unclear"], sum(x == {"unclear"} for x in sets), n)
-    check(race["missing"], sum(not x for x in sets), n)
+
+
+def test_shares_of_one_table_sum_to_one_and_unlabelled_is_not_unclear(planted) -> None:
+    """Finding 5: images with no label were counted in 'unclear' and listed again as their own row
+    (rows summed over 100 %), and image race shares kept unlabelled images in the denominator while
+    every race share counted an image for each race it had."""
+    specs, got = planted
+    person = [s for s in specs if s.boxes]
+    unlabelled = sum(all(b[0] is None for b in s.boxes) for s in person)
+    only_unclear = sum({b[0] for b in s.boxes} - {None} == {"unclear"} for s in person)
+    assert unlabelled and only_unclear  # the planted data has both
+    gender = got["images"]["gender"]["groups"]
+    assert (gender["unlabelled"]["count"], gender["unclear"]["count"]) == (unlabelled, only_unclear)
+    for kind in ("boxes", "images"):
+        for attr in ("gender", "race"):
+            table = got[kind][attr]
+            assert sum(e["count"] for e in table["groups"].values()) == table["n"]
+            assert sum(e["share"] for e in table["groups"].values()) == pytest.approx(1.0)
+    assert got["images"]["race"]["sum_of_shares"] == 1.0
+    race_unlabelled = sum(all(b[1] is None for b in s.boxes) for s in person)
+    assert got["images"]["race"]["groups"]["unlabelled"]["count"] == race_unlabelled > 0
+    assert "unclear" in got["definitions"]["unlabelled"]
+    assert "exclusive" in got["definitions"]["group_rule"]
+
+
+def test_group_rule_any_is_declared_multi_membership_and_the_alternative(planted) -> None:
+    specs, got = planted
+    person = [s for s in specs if s.boxes]
+    n = len(person)
+    alt = got["alternative"]
+    assert alt["group_rule"] == "any"
+    for i, attr in enumerate(["gender", "race"]):
+        table = alt["images"][attr]
+        assert table["multi_membership"] and table["group_rule"] == "any"
+        members = [image_groups_any([b[i] for b in s.boxes]) for s in person]
+        for g, entry in table["groups"].items():
+            check(entry, sum(g in m for m in members), n)
+        assert table["sum_of_shares"] == pytest.approx(sum(len(m) for m in members) / n)
+        assert table["sum_of_shares"] > 1
 
 
 def test_persons_per_image_and_box_area_histograms(planted) -> None:
@@ -127,11 +167,16 @@ def test_small_folder_and_missing_labels(tmp_path: Path) -> None:
     ann = write_person_tables(tmp_path / "ann", spec)
     got = composition(connect(ann), area_bins=4)
     assert got["images"]["gender"]["groups"]["mixed"]["count"] == 1
-    assert got["images"]["gender"]["groups"]["unclear"]["count"] == 1  # the unlabelled image
-    check(got["images"]["gender"]["missing"], 1, 2)
-    assert got["boxes"]["race"]["groups"]["unclear"] == {"count": 0, "n": 0, "share": None, "ci95": None}
-    check(got["boxes"]["race"]["missing"], 3, 3)
-    assert got["images"]["race"]["groups"] == {}
+    assert got["images"]["gender"]["groups"]["unclear"]["count"] == 0  # the unlabelled image is not unclear
+    check(got["images"]["gender"]["groups"]["unlabelled"], 1, 2)
+    assert "unclear" not in got["boxes"]["race"]["groups"]
+    check(got["boxes"]["race"]["groups"]["unlabelled"], 3, 3)
+    assert list(got["images"]["race"]["groups"]) == ["unlabelled"]
+    swapped = composition(connect(ann), group_rule="any")
+    assert swapped["group_rule"] == "any" and swapped["alternative"]["group_rule"] == "exclusive"
+    assert swapped["alternative"]["images"]["gender"] == got["images"]["gender"]
+    assert swapped["images"]["gender"] == got["alternative"]["images"]["gender"]
+    assert swapped["images"]["gender"]["groups"]["female"]["count"] == 1  # the mixed image is female too
     assert got["box_area"]["counts"] == [2, 1, 0, 0]  # 0.1, 0.2 | 0.3
     assert got["definitions"]["box_area"].startswith("box area")
     import json
@@ -139,6 +184,8 @@ def test_small_folder_and_missing_labels(tmp_path: Path) -> None:
     json.dumps(got)  # JSON-ready
     with pytest.raises(ValueError, match="area_bins"):
         composition(connect(ann), area_bins=0)
+    with pytest.raises(ValueError, match="group rule"):
+        composition(connect(ann), group_rule="every")
 
 
 def test_folder_without_race_labels(tmp_path: Path) -> None:
