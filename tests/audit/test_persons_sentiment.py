@@ -37,10 +37,15 @@ def _vader(text: str) -> float:
     return SentimentIntensityAnalyzer().polarity_scores(text)["compound"]
 
 
-def _image_gender(gs: list) -> str:
-    if "mixed" in gs or ("female" in gs and "male" in gs):
-        return "mixed"
-    return "female" if "female" in gs else "male" if "male" in gs else "unclear"
+def _image_group(labels: list) -> str:
+    """The exclusive image-level group, written out from the rule's words."""
+    named = {x for x in labels if x is not None}
+    known = named - {"unclear"}
+    if not named:
+        return "unlabelled"
+    if not known:
+        return "unclear"
+    return known.pop() if len(known) == 1 else "mixed"
 
 
 def _wilson(k: int, n: int) -> list[float]:
@@ -93,18 +98,18 @@ def _check_row(got: dict, want: dict, min_count: int) -> None:
 
 
 def _check_section(got: dict, units: list[tuple], min_count: int) -> None:
-    """``units``: (gender or None, [races], text) for every text of the section (text may be blank)."""
-    scored = [(g, rr, _vader(t)) for g, rr, t in units if t is not None and t.strip()]
+    """``units``: (gender group, race group, text) for every text of the section (text may be
+    blank); one group per attribute, so the groups' ``n`` sum to the overall ``n``."""
+    scored = [(g, r, _vader(t)) for g, r, t in units if t is not None and t.strip()]
     assert got["no_text"] == len(units) - len(scored)
     _check_row(got["overall"], _expected_row([v for _, _, v in scored], min_count), min_count)
-    for attr in ("gender", "race"):
-        groups = {g for u in scored for g in ([u[0]] if attr == "gender" else u[1]) if g is not None}
+    for i, attr in enumerate(("gender", "race")):
+        groups = {u[i] for u in scored}
         assert {g for g, row in got[attr].items() if row["n"]} == groups
         for g in groups:
-            mine = [v for gg, rr, v in scored if (gg == g if attr == "gender" else g in rr)]
+            mine = [u[2] for u in scored if u[i] == g]
             _check_row(got[attr][g], _expected_row(mine, min_count), min_count)
-    assert got["gender_missing"] == sum(g is None for g, _, _ in scored)
-    assert got["race_missing"] == sum(not rr for _, rr, _ in scored)
+        assert sum(row["n"] for row in got[attr].values()) == got["overall"]["n"]
 
 
 def _random_specs(seed: int, n: int, *, captions: bool = False) -> tuple[list[ImageSpec], list, list]:
@@ -123,10 +128,9 @@ def _random_specs(seed: int, n: int, *, captions: bool = False) -> tuple[list[Im
         alt = rng.choice([*POOL, None, "", "   "]) if rng.random() < 0.1 else rng.choice(POOL)
         caps = [rng.choice([*POOL, "  "]) for _ in boxes] if captions else None
         specs.append(ImageSpec(boxes, alt=alt, person_captions=caps))
-        gender = _image_gender([b[0] for b in boxes])
-        alt_units.append((gender, sorted({b[1] for b in boxes} - {None}), alt))
+        alt_units.append((_image_group([b[0] for b in boxes]), _image_group([b[1] for b in boxes]), alt))
         for b, cap in zip(boxes, caps or [], strict=False):
-            person_units.append((b[0], [b[1]] if b[1] is not None else [], cap))
+            person_units.append((b[0] or "unlabelled", b[1] or "unlabelled", cap))
     return specs, alt_units, person_units
 
 
@@ -138,7 +142,8 @@ def test_alt_text_groups_match_vader_in_plain_python(tmp_path: Path) -> None:
     assert json.loads(json.dumps(got, allow_nan=False)) == got  # JSON-ready
     assert got["scorer"] == {"name": "vader", "kind": "vader"} and got["min_count"] == 40
     assert got["person"] is None and got["person_reason"] == "not asked for"
-    assert set(got["alt"]) == {"overall", "no_text", "gender", "race", "gender_missing", "race_missing"}
+    assert set(got["alt"]) == {"overall", "no_text", "gender", "race"}
+    assert got["group_rule"] == "exclusive" and "exclusive" in got["definitions"]["group_rule"]
     _check_section(got["alt"], units, 40)
     # some groups are under min_count and some over, so both branches were compared
     rows = [r for a in ("gender", "race") for r in got["alt"][a].values() if r["n"]]
@@ -158,7 +163,7 @@ def test_planted_negative_captions_raise_that_groups_negative_ratio(tmp_path: Pa
         alt = rng.choice(NEGATIVE if negative else NEUTRAL + POSITIVE)
         gender = rng.choice(["female", "male"])
         specs.append(ImageSpec([(gender, race, 0.1)], alt=alt))
-        units.append((gender, [race], alt))
+        units.append((gender, race, alt))
     ann = write_person_tables(tmp_path / "ann", specs, shard_size=400)
     got = sentiment(connect(ann), texts=["alt"], min_count=50)["alt"]
     black = got["race"]["black"]
@@ -207,7 +212,11 @@ def test_person_captions_per_captioner(tmp_path: Path) -> None:
     for spec in specs:  # same images and boxes, another captioner's wording (some captions failed)
         caps = [rng.choice([*NEGATIVE, *NEUTRAL, None]) for _ in spec.boxes]
         specs_b.append(ImageSpec(spec.boxes, alt=spec.alt, person_captions=caps))
-        units_b += [(b[0], [b[1]] if b[1] else [], c) for b, c in zip(spec.boxes, caps, strict=True) if c]
+        units_b += [
+            (b[0] or "unlabelled", b[1] or "unlabelled", c)
+            for b, c in zip(spec.boxes, caps, strict=True)
+            if c
+        ]
     write_person_tables(ann, specs_b, shard_size=120, captioner="beta")
     got = sentiment(connect(ann), min_count=30)
     assert sorted(got["person"]) == ["alpha", "beta"] and "person_reason" not in got

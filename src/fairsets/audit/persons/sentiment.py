@@ -5,16 +5,17 @@ The LAION person-centric study scores every text with a sentiment model and comp
 *negative ratio* (share of texts the model calls negative) and the mean VADER score. Here:
 
 * **alt-text** (``texts`` has ``"alt"``): the alt-texts of the *person images* (images with at least
-  one kept box, the ``person_images`` view of :mod:`.tables`); an image's alt-text is in its
-  image-level gender group and in every race group it has a box of (an image can be in several race
-  groups) — the same groups as :mod:`.crime`.
+  one kept box, the ``person_images`` view of :mod:`.tables`); an image's alt-text is in the groups
+  of its image by the one image-level rule of :mod:`.tables` (``group_rule``: ``exclusive`` by
+  default — one gender and one race group per image, ``unlabelled`` when no box has a label — or
+  ``any``), the same groups as :mod:`.crime` and :mod:`.composition`.
 * **person captions** (``"person"``): each person caption in its own box's perceived gender and
-  race group; each captioner (``annotator``) gets its own section.
+  race group (``unlabelled`` when the box has no label); each captioner (``annotator``) gets its
+  own section.
 
 NULL and blank texts (nothing but whitespace: spaces, tabs, newlines, Unicode spaces) are not texts:
-they are counted as ``no_text`` and left out of every number.
-Texts whose image or box has no label for an attribute are counted in ``gender_missing`` /
-``race_missing`` (and still in ``overall``).
+they are counted as ``no_text`` and left out of every number. Under the ``exclusive`` rule the
+groups of one attribute partition the texts, so their ``n`` sum to ``overall``'s.
 
 **Scores.** A scorer gives each text a value and a label ``NEG``/``NEU``/``POS``:
 
@@ -51,10 +52,24 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from fairsets.audit.persons.composition import GENDERS, share
-from fairsets.audit.persons.tables import blank_sql
+from fairsets.audit.persons.composition import group_order, share
+from fairsets.audit.persons.sentiment_scorers import (
+    LABELS,
+    VADER_THRESHOLD,
+    SentimentScorer,
+    TransformerScorer,
+    VaderScorer,
+)
+from fairsets.audit.persons.tables import (
+    DEFAULT_GROUP_RULE,
+    UNLABELLED,
+    blank_sql,
+    check_group_rule,
+    group_rule_definition,
+    groups_sql,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -70,10 +85,6 @@ __all__ = [
     "sentiment",
 ]
 
-#: The labels a scorer gives a text.
-LABELS = ("NEG", "NEU", "POS")
-#: VADER's recommended cut-off: compound ≤ −0.05 is negative, ≥ 0.05 positive.
-VADER_THRESHOLD = 0.05
 _TEXTS = ("alt", "person")
 _Z95 = 1.959963984540054
 #: Values are summed as integers in units of 1e-12 (exact, so independent of DuckDB's summation
@@ -81,197 +92,6 @@ _Z95 = 1.959963984540054
 _UNIT = 10**12
 #: The largest |value| a scorer may return (1, with room for float rounding of P(pos) − P(neg)).
 _MAX_VALUE = 1.0 + 1e-9
-#: SQL true for a NULL text or one of only whitespace (ASCII or Unicode spaces: tabs, newlines, NBSP).
-#: Label names of common sentiment classifiers, lower-cased, mapped to ours.
-_LABEL_NAMES = {
-    "neg": "NEG",
-    "negative": "NEG",
-    "neu": "NEU",
-    "neutral": "NEU",
-    "pos": "POS",
-    "positive": "POS",
-}
-
-
-@runtime_checkable
-class SentimentScorer(Protocol):
-    """What :func:`sentiment` needs of a scorer.
-
-    ``name`` is written into the result (``"vader"`` or the model's id), ``kind`` says what the
-    value is (``"vader"``: compound score; ``"transformer"``: P(positive) − P(negative)).
-    ``score(texts)`` returns one ``(value, label)`` per text, in order, the value a float in
-    [−1, 1] and the label one of ``NEG``, ``NEU``, ``POS``.
-    """
-
-    name: str
-    kind: str
-
-    def score(self, texts: Sequence[str]) -> list[tuple[float, str]]: ...
-
-
-#: The analyzer of a VADER worker process (set by :func:`_vader_worker_init`).
-_WORKER_ANALYZER: Any = None
-
-
-def _vader_worker_init() -> None:
-    global _WORKER_ANALYZER
-    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-    _WORKER_ANALYZER = SentimentIntensityAnalyzer()
-
-
-def _vader_compounds(texts: list[str]) -> list[float]:
-    """Compound scores in a worker process."""
-    return [float(_WORKER_ANALYZER.polarity_scores(t)["compound"]) for t in texts]
-
-
-def _vader_label(value: float) -> str:
-    return "NEG" if value <= -VADER_THRESHOLD else "POS" if value >= VADER_THRESHOLD else "NEU"
-
-
-class VaderScorer:
-    """VADER's compound score; ``NEG`` at ≤ −0.05, ``POS`` at ≥ 0.05, else ``NEU``.
-
-    VADER is pure Python (some 7–14 thousand short captions a second on one core, fewer for long ones);
-    ``workers`` > 1 scores each batch in that many worker processes (started on first use, with
-    ``spawn``; :meth:`close` or the end of a ``with`` block stops them). The scores do not depend
-    on ``workers``.
-
-    Args:
-        workers: processes scoring in parallel (1: in this process).
-
-    Raises:
-        MissingDependency: ``vaderSentiment`` is not installed (``pip install 'fairsets[persons-audit]'``).
-        ValueError: ``workers`` is not a positive integer.
-    """
-
-    name = "vader"
-    kind = "vader"
-
-    def __init__(self, *, workers: int = 1) -> None:
-        from fairsets.core.step import check_requires
-
-        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-            raise ValueError(f"workers must be a positive integer; got {workers!r}")
-        check_requires("the VADER sentiment scorer", (("vaderSentiment", "persons-audit"),))
-        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-        self.workers = workers
-        self._analyzer = SentimentIntensityAnalyzer()
-        self._pool: Any = None
-
-    def score(self, texts: Sequence[str]) -> list[tuple[float, str]]:
-        texts = list(texts)
-        if self.workers > 1 and len(texts) >= 4 * self.workers:
-            values = self._parallel(texts)
-        else:
-            values = [float(self._analyzer.polarity_scores(t)["compound"]) for t in texts]
-        return [(v, _vader_label(v)) for v in values]
-
-    def _parallel(self, texts: list[str]) -> list[float]:
-        if self._pool is None:
-            import multiprocessing
-            import weakref
-            from concurrent.futures import ProcessPoolExecutor
-
-            self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_vader_worker_init
-            )
-            weakref.finalize(self, self._pool.shutdown, wait=False, cancel_futures=True)
-        size = math.ceil(len(texts) / (4 * self.workers))
-        chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
-        return [v for part in self._pool.map(_vader_compounds, chunks) for v in part]
-
-    def close(self) -> None:
-        """Stop the worker processes (a later :meth:`score` starts new ones)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-    def __enter__(self) -> VaderScorer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _label_map(id2label: dict[Any, str]) -> dict[str, str]:
-    """The model's label names → ``NEG``/``NEU``/``POS`` (case-insensitive), or a clear error."""
-    names = [str(v) for _, v in sorted(id2label.items(), key=lambda kv: int(kv[0]))]
-    mapping = {n: _LABEL_NAMES[n.strip().lower()] for n in names if n.strip().lower() in _LABEL_NAMES}
-    if sorted(mapping.values()) != sorted(LABELS) or len(names) != len(LABELS):
-        raise ValueError(
-            f"the sentiment model's labels {names} are not negative/neutral/positive; use a model whose "
-            "labels are NEG/NEU/POS or negative/neutral/positive (e.g. a pysentimiento model)"
-        )
-    return mapping
-
-
-class TransformerScorer:
-    """A Hugging Face negative/neutral/positive text classifier (e.g. a pysentimiento model).
-
-    The value of a text is P(positive) − P(negative) and its label the most probable class (texts
-    longer than the model's limit are truncated). Labels are read from the model's ``id2label``,
-    case-insensitively: ``NEG``/``NEU``/``POS`` or ``negative``/``neutral``/``positive``.
-
-    Args:
-        model: a local model folder or a hub id (loaded offline when the hub cannot be reached).
-        device: torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``).
-        batch_size: texts per forward pass.
-
-    Raises:
-        MissingDependency: transformers or torch is not installed.
-        ModelUnavailable: the model cannot be loaded here (the message says how to provide it).
-        ValueError: the model's labels are not negative/neutral/positive (the message lists them).
-    """
-
-    kind = "transformer"
-
-    def __init__(self, model: str, *, device: str = "cpu", batch_size: int = 64) -> None:
-        from fairsets.core.step import check_requires
-        from fairsets.models import ModelUnavailable, ensure_torchvision
-        from fairsets.models.hub import hub_access
-
-        if not isinstance(model, str) or not model.strip():
-            raise ValueError("the sentiment model must be a local folder or a hub id")
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}")
-        check_requires("the transformer sentiment scorer", (("torch", "vlm"), ("transformers", "vlm")))
-        source = model.strip()
-        local = Path(source).expanduser()
-        #: A hub id as given; a local folder by its name only (results never hold a local path).
-        self.name = local.name if local.is_dir() else source
-        self.batch_size = batch_size
-        ensure_torchvision()
-        from transformers import pipeline
-
-        with hub_access() as offline:
-            try:
-                self._pipe = pipeline(
-                    "text-classification",
-                    model=str(local) if local.is_dir() else source,
-                    top_k=None,
-                    device=device,
-                )
-            except Exception as e:  # any loader failure is "model unavailable"
-                why = f"{offline}, so only local or cached models load; " if offline else ""
-                raise ModelUnavailable(
-                    f"cannot load sentiment model {source!r} ({why}{type(e).__name__}: {e}); pass a "
-                    "local model folder or a hub id this machine can download"
-                ) from e
-        self._labels = _label_map(dict(self._pipe.model.config.id2label))
-
-    def score(self, texts: Sequence[str]) -> list[tuple[float, str]]:
-        texts = list(texts)
-        if not texts:
-            return []
-        results = self._pipe(texts, batch_size=self.batch_size, truncation=True)
-        out = []
-        for scores in results:
-            probs = {self._labels[s["label"]]: float(s["score"]) for s in scores}
-            label = max(LABELS, key=lambda k: (probs[k], -LABELS.index(k)))
-            out.append((probs["POS"] - probs["NEG"], label))
-        return out
 
 
 def _row(n: int, neg: int, pos: int, total: int, total_sq: int, min_count: int) -> dict[str, Any]:
@@ -303,24 +123,17 @@ def _row(n: int, neg: int, pos: int, total: int, total_sq: int, min_count: int) 
     }
 
 
-def _section(
-    rows: Iterable[tuple[Any, ...]], has: dict[str, bool], min_count: int, race_list: bool
-) -> dict[str, Any]:
-    """A SECTION from ``(gender, race(s), label, count, sum, sum of squares)`` rows (label None:
-    a NULL or blank text)."""
+def _section(rows: Iterable[tuple[Any, ...]], has: dict[str, bool], min_count: int) -> dict[str, Any]:
+    """A SECTION from ``(gender groups, race groups, label, count, sum, sum of squares)`` rows (the
+    groups are lists, None when the folder has no such labels; label None: a NULL or blank text)."""
     no_text = 0
     acc: dict[tuple[str, Any], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
-    missing = {"gender": 0, "race": 0}
-    for gender, race, label, count, total, total_sq in rows:
+    for genders, races, label, count, total, total_sq in rows:
         if label is None:
             no_text += count
             continue
-        races = (race or []) if race_list else ([race] if race is not None else [])
         keys = [("overall", None)]
-        for attr, labels in (("gender", [gender] if gender is not None else []), ("race", races)):
-            if not labels:
-                missing[attr] += count
-            keys += [(attr, g) for g in labels]
+        keys += [("gender", g) for g in genders or []] + [("race", r) for r in races or []]
         for key in keys:
             a = acc[key]
             a[0] += count
@@ -335,12 +148,8 @@ def _section(
 
     out: dict[str, Any] = {"overall": row(("overall", None)), "no_text": no_text}
     for attr in ("gender", "race"):
-        seen = {g for a, g in acc if a == attr}
-        order = [g for g in GENDERS if attr == "gender"]
-        names = order + sorted(g for g in seen if g not in order)
+        names = group_order(attr, {g for a, g in acc if a == attr})
         out[attr] = {g: row((attr, g)) for g in names} if has[attr] else None
-    out["gender_missing"] = missing["gender"]
-    out["race_missing"] = missing["race"]
     return out
 
 
@@ -417,6 +226,7 @@ def sentiment(
     min_count: int = 100,
     batch: int = 10_000,
     progress: Progress | None = None,
+    group_rule: str = DEFAULT_GROUP_RULE,
 ) -> dict[str, Any]:
     """Sentiment per perceived group (see the module docstring).
 
@@ -428,13 +238,14 @@ def sentiment(
             reason; the counts stay).
         batch: texts per scoring batch (memory holds one batch of texts at a time).
         progress: a :class:`~fairsets.core.progress.Progress` for a bar over the distinct texts.
+        group_rule: the image-level group rule of the alt-texts (:mod:`.tables`).
 
     Returns:
-        A JSON-ready dict: ``scorer`` (``name``, ``kind``), ``min_count``, ``alt`` (a section:
-        ``overall``, ``no_text``, ``gender``, ``race``, ``gender_missing``, ``race_missing``; None
-        when not asked for), ``person`` (``{annotator: section}``, or None with ``person_reason``)
-        and ``definitions``. A row is ``n``, ``mean``, ``mean_ci95``, ``negative`` and ``positive``
-        (``count``, ``n``, ``share``, ``ci95``) and ``reason``.
+        A JSON-ready dict: ``scorer`` (``name``, ``kind``), ``min_count``, ``group_rule``, ``alt``
+        (a section: ``overall``, ``no_text``, ``gender``, ``race``; None when not asked for),
+        ``person`` (``{annotator: section}``, or None with ``person_reason``) and ``definitions``.
+        A row is ``n``, ``mean``, ``mean_ci95``, ``negative`` and ``positive`` (``count``, ``n``,
+        ``share``, ``ci95``) and ``reason``.
 
     Raises:
         ValueError: an unknown kind of text, a bad ``min_count`` or ``batch``, or a scorer that
@@ -447,6 +258,7 @@ def sentiment(
     for what, value in (("min_count", min_count), ("batch", batch)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{what} must be a positive integer; got {value!r}")
+    check_group_rule(group_rule)
     if scorer is None:
         scorer = VaderScorer()
     if not isinstance(scorer, SentimentScorer):
@@ -458,6 +270,7 @@ def sentiment(
     out: dict[str, Any] = {
         "scorer": {"name": str(scorer.name), "kind": str(scorer.kind)},
         "min_count": min_count,
+        "group_rule": group_rule,
         "alt": None,
         "person": None,
     }
@@ -477,29 +290,32 @@ def sentiment(
             f"FROM {{view}} t LEFT JOIN {scores} s ON t.caption = s.text GROUP BY ALL"
         )
         if "alt" in texts:
-            rows = con.execute("SELECT t.gender, t.races, " + agg.format(view="person_images")).fetchall()
+            g, r = groups_sql("gender", group_rule, "t."), groups_sql("race", group_rule, "t.")
+            rows = con.execute(f"SELECT {g}, {r}, " + agg.format(view="person_images")).fetchall()
             cols = _columns(con, "boxes")
             has = {a: f"perceived_{a}" in cols for a in ("gender", "race")}
-            out["alt"] = _section(rows, has, min_count, race_list=True)
+            out["alt"] = _section(rows, has, min_count)
         if "person" in texts and has_captions:
             cols = _columns(con, "captions")
             has = {a: f"perceived_{a}" in cols for a in ("gender", "race")}
-            g = "t.perceived_gender" if "perceived_gender" in cols else "NULL::VARCHAR"
-            r = "t.perceived_race" if "perceived_race" in cols else "NULL::VARCHAR"
+            g, r = (
+                f"[coalesce(t.perceived_{a}, '{UNLABELLED}')]" if has[a] else "NULL::VARCHAR[]"
+                for a in ("gender", "race")
+            )
             rows = con.execute(f"SELECT t.annotator, {g}, {r}, " + agg.format(view="captions")).fetchall()
             per: dict[str, list] = defaultdict(list)
             for annotator, *row in rows:
                 per[annotator].append(tuple(row))
-            out["person"] = {a: _section(per[a], has, min_count, race_list=False) for a in sorted(per)}
+            out["person"] = {a: _section(per[a], has, min_count) for a in sorted(per)}
     if "person" not in texts:
         out["person_reason"] = "not asked for"
     elif not has_captions:
         out["person_reason"] = "the folder has no person captions; run fairsets annotate caption"
-    out["definitions"] = _definitions(scorer.kind, min_count)
+    out["definitions"] = _definitions(scorer.kind, min_count, group_rule)
     return out
 
 
-def _definitions(kind: str, min_count: int) -> dict[str, str]:
+def _definitions(kind: str, min_count: int, group_rule: str) -> dict[str, str]:
     if kind == "vader":
         value = "VADER compound score in [-1, 1]"
         labels = "negative: compound <= -0.05; positive: compound >= 0.05 (VADER's thresholds)"
@@ -511,12 +327,13 @@ def _definitions(kind: str, min_count: int) -> dict[str, str]:
         "mean +- 1.96 * sd / sqrt(n) (none for n < 2)",
         "negative": f"share of the group's texts labelled negative, with its 95 % Wilson interval; {labels}",
         "positive": "share of the group's texts labelled positive, with its 95 % Wilson interval",
-        "alt": "alt-texts of person images (at least one kept box); an image is in its image-level gender "
-        "group and in every race group it has a box of",
-        "person": "person captions per captioner, each in its own box's perceived gender and race group",
+        "negative_ratio": "the paper's negative ratio: the 'negative' share",
+        "alt": "alt-texts of person images (at least one kept box), each in its image's groups by the "
+        "group rule",
+        "group_rule": group_rule_definition(group_rule),
+        "person": "person captions per captioner, each in its own box's perceived gender and race group; "
+        "'unlabelled' when the box has no label",
         "no_text": "NULL or blank texts, left out of every number",
-        "missing": "gender_missing / race_missing: texts whose image or box has no label for the attribute "
-        "(they count in overall only)",
         "scoring": "each distinct text is scored once; identical texts share its score",
         "min_count": f"rows with fewer than {min_count} texts keep their counts but have null mean, shares "
         "and intervals (see reason)",
