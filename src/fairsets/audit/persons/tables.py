@@ -275,7 +275,8 @@ def _person_counts_sql(boxes: str, attrs: list[str]) -> str:
         if attr not in attrs:
             return "[]::VARCHAR[]"
         col = f"perceived_{attr}"
-        return f"coalesce(list_sort(list_distinct(list({col}) FILTER (WHERE {col} IS NOT NULL))), []::VARCHAR[])"
+        distinct = f"list_sort(list_distinct(list({col}) FILTER (WHERE {col} IS NOT NULL)))"
+        return f"coalesce({distinct}, []::VARCHAR[])"
 
     return (
         "SELECT shard, key, count(*) AS n_persons, "
