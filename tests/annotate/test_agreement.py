@@ -1,4 +1,4 @@
-"""Cohen's and Fleiss' κ against scikit-learn and against worked examples, and their bootstrap CIs."""
+"""Cohen's and Fleiss' κ against scikit-learn and worked examples, Krippendorff's α by hand, bootstrap CIs."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from fairsets.annotate.agreement import (
     fleiss_kappa,
     fleiss_table,
     kappa_from_confusion,
+    krippendorff_alpha,
+    ratings_table,
 )
 
 # The worked example of Fleiss' κ (10 subjects, 14 raters, 5 categories), as in Fleiss (1971)'s
@@ -135,3 +137,84 @@ def test_bootstrap_is_seeded_and_brackets_the_estimate() -> None:
 def test_bootstrap_of_nothing() -> None:
     r = bootstrap_agreement([], [], labels=["f", "m"], n_boot=100)
     assert r == {"n": 0, "accuracy": None, "accuracy_ci": None, "kappa": None, "kappa_ci": None}
+
+
+# --------------------------------------------------------------------------- Krippendorff's α
+
+
+def hand_alpha(units: list[list[str | None]]) -> Fraction:
+    """Nominal α from the coincidence matrix, in exact arithmetic (Krippendorff 2011, "Computing
+    Krippendorff's Alpha-Reliability"): for each unit u with m_u >= 2 values, every ordered pair of
+    values (c, k) from different raters adds 1 / (m_u - 1) to o[c][k]; n_c = sum_k o[c][k],
+    n = sum_c n_c; alpha = 1 - (n - 1) * sum_{c != k} o[c][k] / sum_{c != k} n_c * n_k."""
+    values = sorted({v for u in units for v in u if v is not None})
+    o = {(c, k): Fraction(0) for c in values for k in values}
+    for u in units:
+        vs = [v for v in u if v is not None]
+        m = len(vs)
+        if m < 2:
+            continue
+        for i in range(m):
+            for j in range(m):
+                if i != j:
+                    o[(vs[i], vs[j])] += Fraction(1, m - 1)
+    n_c = {c: sum(o[(c, k)] for k in values) for c in values}
+    n = sum(n_c.values())
+    observed = sum(o[(c, k)] for c in values for k in values if c != k)
+    expected = sum(n_c[c] * n_c[k] for c in values for k in values if c != k)
+    return 1 - (n - 1) * observed / expected
+
+
+# Krippendorff's own example (3 coders, 15 units, missing values; nominal α = 0.691), as units.
+K_EXAMPLE = [
+    [None, None, None, None, None, 3, 4, 1, 2, 1, 1, 3, 3, None, 3],
+    [1, None, 2, 1, 3, 3, 4, 3, None, None, None, None, None, None, None],
+    [None, None, 2, 1, 3, 4, 4, None, 2, 1, 1, 3, 3, None, 4],
+]
+
+
+def test_krippendorff_alpha_equals_the_coincidence_matrix_by_hand() -> None:
+    units = [[None if r[u] is None else f"v{r[u]}" for r in K_EXAMPLE] for u in range(15)]
+    exact = hand_alpha(units)
+    assert round(float(exact), 3) == 0.691  # the published value of the example
+    got = krippendorff_alpha(ratings_table(units, ["v1", "v2", "v3", "v4"]))
+    assert got["alpha"] == pytest.approx(float(exact), abs=1e-12)
+    # 12 units have two or more values (units 2 and 14 have none, unit 1 one), holding 26 values
+    assert (got["items"], got["values"], got["items_total"]) == (12, 26, 15)
+    # a planted vote: three annotators, labels, refusals as missing answers
+    votes = [
+        ["female", "female", "female"],
+        ["male", "male", None],
+        ["male", "female", "male"],
+        [None, "mixed", "mixed"],
+        ["unclear", None, None],
+        ["female", "female", "male"],
+        ["male", "male", "male"],
+        ["mixed", "female", None],
+    ]
+    labels = ["female", "male", "mixed", "unclear"]
+    got = krippendorff_alpha(ratings_table(votes, labels))
+    assert got["alpha"] == pytest.approx(float(hand_alpha(votes)), abs=1e-12)
+    assert (got["items"], got["values"]) == (7, 18)  # the item with one answer carries no pair
+
+
+def test_krippendorff_alpha_undefined_and_bootstrap() -> None:
+    labels = ["a", "b"]
+    assert krippendorff_alpha(ratings_table([["a", "a"], ["a", None]], labels))["alpha"] is None
+    assert krippendorff_alpha(ratings_table([["a", None], [None, "b"]], labels)) == {
+        "alpha": None,
+        "alpha_ci": None,
+        "items": 0,
+        "values": 0,
+        "items_total": 2,
+    }
+    rng = np.random.default_rng(5)
+    units = [
+        [x, x if rng.random() < 0.8 else "b", None if rng.random() < 0.3 else x]
+        for x in rng.choice(labels, 150)
+    ]
+    r1 = krippendorff_alpha(ratings_table(units, labels), n_boot=200, seed=3)
+    assert r1 == krippendorff_alpha(ratings_table(units, labels), n_boot=200, seed=3)
+    lo, hi = r1["alpha_ci"]
+    assert lo < r1["alpha"] < hi
+    assert r1["alpha"] == pytest.approx(float(hand_alpha(units)), abs=1e-12)

@@ -1,13 +1,18 @@
-"""Agreement between raters: confusion matrices, Cohen's κ, Fleiss' κ and bootstrap intervals.
+"""Agreement between raters: confusion matrices, Cohen's κ, Fleiss' κ, Krippendorff's α, bootstrap CIs.
 
-Every κ in fairsets is computed here. Cohen's κ compares two raters over the same items (a human
+Every κ and α in fairsets is computed here. Cohen's κ compares two raters over the same items (a human
 and the classifier, or two humans); Fleiss' κ compares any fixed number of raters per item (the
 votes of several annotators). Both are ``1 - observed disagreement / chance disagreement``, the
 form :func:`sklearn.metrics.cohen_kappa_score` uses, so the numbers match scikit-learn's.
 κ is undefined (``nan``) when chance disagreement is zero, e.g. when both raters use a single
 label throughout.
 
-Only NumPy is needed; labels may be any hashable values (strings usually).
+Krippendorff's α (nominal) is the agreement measure for ratings with missing answers (an annotator
+that refused, a human who left a cell blank): every item with at least two answers counts, each
+with the answers it has. It is computed by the ``krippendorff`` package (a well-kept
+implementation; no hand formula here), from a per-item count table as :func:`fleiss_table` builds.
+
+Only NumPy is needed for κ; labels may be any hashable values (strings usually).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ __all__ = [
     "fleiss_kappa",
     "fleiss_table",
     "kappa_from_confusion",
+    "krippendorff_alpha",
+    "ratings_table",
 ]
 
 
@@ -176,4 +183,68 @@ def bootstrap_agreement(
     kap_all = kap_all[~np.isnan(kap_all)]
     if kap_all.size:
         out["kappa_ci"] = [float(x) for x in np.percentile(kap_all, [tail, 100 - tail])]
+    return out
+
+
+def ratings_table(
+    ratings: Sequence[Sequence[Hashable | None]], labels: Sequence[Hashable] | None = None
+) -> np.ndarray:
+    """The ``(items, L)`` count table of ratings with missing answers (``None`` is left out).
+
+    Unlike :func:`fleiss_table`, items may have different numbers of answers (none at all too).
+    """
+    order = (
+        list(labels)
+        if labels is not None
+        else sorted({r for item in ratings for r in item if r is not None}, key=str)
+    )
+    return fleiss_table([[r for r in item if r is not None] for item in ratings], order)
+
+
+def _alpha(table: np.ndarray) -> float:
+    import krippendorff
+
+    t = table[table.sum(axis=1) >= 2]
+    if t.shape[0] == 0 or t.shape[1] < 2 or np.count_nonzero(t.sum(axis=0)) < 2:
+        return float("nan")  # no pairable item, or every answer is one label: α is undefined
+    return float(krippendorff.alpha(value_counts=t, level_of_measurement="nominal"))
+
+
+def krippendorff_alpha(
+    table: np.ndarray, *, n_boot: int = 0, seed: int = 0, level: float = 0.95
+) -> dict[str, Any]:
+    """Krippendorff's α (nominal level) of an ``(items, L)`` table of answer counts per label.
+
+    Items with fewer than two answers carry no pairable value and are left out (they are counted
+    in ``items_total`` but not in ``items``). With ``n_boot > 0`` a percentile interval from
+    resampling the items with replacement (seeded); resamples where α is undefined are left out.
+
+    Returns:
+        ``{"alpha", "alpha_ci", "items", "values", "items_total"}``: ``alpha`` is ``None`` when
+        undefined (no item with two answers, or a single label used throughout); ``items`` are
+        the items with at least two answers and ``values`` the answers they hold.
+    """
+    t = np.asarray(table, dtype=np.int64)
+    if t.ndim != 2:
+        raise ValueError("Krippendorff's α needs an (items, labels) count table")
+    if (t < 0).any():
+        raise ValueError("Krippendorff's α: counts must not be negative")
+    pairable = t[t.sum(axis=1) >= 2]
+    alpha = _alpha(pairable)
+    out: dict[str, Any] = {
+        "alpha": None if np.isnan(alpha) else alpha,
+        "alpha_ci": None,
+        "items": int(pairable.shape[0]),
+        "values": int(pairable.sum()),
+        "items_total": int(t.shape[0]),
+    }
+    if out["alpha"] is None or n_boot <= 0:
+        return out
+    rng = np.random.default_rng(seed)
+    n = pairable.shape[0]
+    boots = np.array([_alpha(pairable[rng.integers(0, n, size=n)]) for _ in range(n_boot)])
+    boots = boots[~np.isnan(boots)]
+    if boots.size:
+        tail = (1.0 - level) / 2 * 100
+        out["alpha_ci"] = [float(x) for x in np.percentile(boots, [tail, 100 - tail])]
     return out
