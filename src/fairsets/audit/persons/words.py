@@ -1,44 +1,326 @@
-"""The one plural rule of the persons audits: which words an entry of a word list matches.
+"""Word matching of the persons audits: which texts a word list matches, and which phrases do not count.
 
-Crime words (:mod:`.crime`) and social categories (:mod:`.transfer`) both match an entry in its
-own form and in the plural of its last word; both use :func:`word_forms`, so ``thieves`` counts for
-``thief`` in either audit.
+Crime words (:mod:`.crime`), social categories (:mod:`.transfer`) and the recall keywords of
+``annotate vote`` all use one rule, written here once:
+
+* **Forms** (:func:`word_forms`): an entry matches in its own form and in the plural(s) of its last
+  word, as the `inflect <https://pypi.org/project/inflect/>`_ library gives them (``person`` →
+  ``people``; ``salesperson`` → ``salespeople``; ``hero`` → ``heroes``; ``robbery`` →
+  ``robberies``; ``policewoman`` → ``policewomen``), with three additions inflect lacks: a
+  ``-person`` compound also takes ``-persons`` (``salespersons``), a ``-man`` compound also
+  ``-men`` (``tradesmen``), and ``thief`` → ``thieves``. A multi-word entry also matches the plural
+  inflect gives the whole phrase (``partner in crime`` → ``partners in crime``).
+* **Whole words** (:func:`word_pattern`): case-insensitive; a match's neighbours are not letters,
+  digits or ``_`` (Unicode-aware), so ``thief`` does not match ``thiefdom``; every character of an
+  entry is literal (``c++`` is ``c++``); a space in an entry matches any run of spaces or hyphens
+  (``drug dealer`` = ``drug-dealer``).
+* **Innocent senses** (:func:`load_exclusions`, :func:`masked_sql`): phrases in which a listed word
+  does not carry its listed sense ("killer whale", "cardiac arrest", "vacuum cleaner") are masked
+  out of a text before the words are matched. The list ships as ``data/innocent_senses.toml`` (its
+  header gives provenance and choices); a user file in the same format replaces it.
+* **Audit trail** (:func:`matched_phrases`): for each entry, the phrases (the match with one
+  neighbouring word each side) that matched most often, counted in DuckDB, so a reader can see what
+  a count is made of.
+
+Every pattern is RE2 (DuckDB's regular expressions: no look-arounds, time linear in the text) and is
+passed to DuckDB as a constant, so it is compiled once per query; no caption is held in Python.
 """
 
 from __future__ import annotations
 
-__all__ = ["IRREGULAR", "word_forms"]
+import os
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-#: Plurals no suffix rule gives.
-IRREGULAR = {"person": ("persons", "people"), "child": ("children",)}
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10 needs the tomli backport
+    import tomli as tomllib  # type: ignore[no-redef]
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = [
+    "EXCLUSIONS_RULE",
+    "MATCH_RULE",
+    "default_exclusions_path",
+    "load_exclusions",
+    "mask_pattern",
+    "masked_sql",
+    "matched_phrases",
+    "word_forms",
+    "word_pattern",
+]
+
+#: The matching rule, in words, for the ``definitions`` block of an audit that uses :func:`word_pattern`.
+MATCH_RULE = (
+    "case-insensitive whole-word match of any listed entry (neighbours are not letters, digits or _), "
+    "the entry's last word also in its English plural(s) by the inflect library (person/people, "
+    "salesperson/salespeople/salespersons, hero/heroes, robbery/robberies, thief/thieves); every "
+    "character literal; a space in an entry matches any run of spaces or hyphens"
+)
+#: The exclusion rule, in words, for the same block (with the exclusion file's name beside it).
+EXCLUSIONS_RULE = (
+    "before matching, innocent-sense phrases (e.g. killer whale, cardiac arrest, vacuum cleaner) are "
+    "replaced by a space: whole words, case-insensitive, the phrase's last word also in its plural, "
+    "a space or hyphen in a phrase matching any run of spaces or hyphens"
+)
+
+#: What counts as a word character for the whole-word rule (Unicode letters, digits, underscore).
+_WORD = r"\pL\pN_"
+#: Marks put around a match by :func:`matched_phrases` (removed from the texts first).
+_OPEN, _CLOSE = "\x01", "\x02"
+#: Plurals inflect does not give (it answers ``thiefs``); added to inflect's, not replacing them.
+_EXTRA_PLURALS = {"thief": ("thieves",)}
+
+
+@lru_cache(maxsize=1)
+def _engine() -> Any:
+    import inflect  # lazy: only the audits that match words pay for it
+
+    return inflect.engine()
+
+
+def _plurals(word: str) -> list[str]:
+    """Plurals of one lower-case word (no spaces): inflect's, plus the additions. A ``-man`` word is
+    also asked capitalised, as inflect knows ``German`` → ``Germans`` and ``Roman`` → ``Romans``
+    only so (other words are not: capitalised, inflect takes them for names, ``Robberys``)."""
+    if not word or not word[-1].isalpha():
+        return []
+    out: list[str] = []
+    if word.endswith("person"):
+        out += [word[:-6] + "persons", word[:-6] + "people"]
+    engine = _engine()
+    variants = (word, word[:1].upper() + word[1:]) if word.endswith("man") else (word,)
+    for variant in variants:
+        plural = engine.plural_noun(variant)
+        if isinstance(plural, str) and plural:
+            out.append(plural.lower())
+    if word.endswith("man"):
+        out.append(word[:-3] + "men")
+    out += _EXTRA_PLURALS.get(word, ())
+    return out
+
+
+@lru_cache(maxsize=65536)
+def _forms(low: str) -> tuple[str, ...]:
+    head, _, last = low.rpartition(" ")
+    prefix = head + " " if head else ""
+    forms = [low, *(prefix + p for p in _plurals(last))]
+    if head and low[-1].isalpha():  # inflect's plural of the whole phrase (partners in crime)
+        whole = _engine().plural_noun(low)
+        if isinstance(whole, str) and whole:
+            forms.append(" ".join(whole.lower().split()))
+    return tuple(dict.fromkeys(forms))
 
 
 def word_forms(word: str) -> list[str]:
-    """The lower-case forms an entry matches: itself and the plural of its last word.
+    """The lower-case forms an entry matches: itself and the plural(s) of its last word.
 
-    Plurals: :data:`IRREGULAR` (person → persons, people; child → children), ``-fe`` → ``-ves``
-    (knife → knives), ``-f`` → ``-fs`` and ``-ves`` (thief → thieves), ``-s/-x/-z/-ch/-sh`` →
-    ``-es``, consonant + ``-y`` → ``-ies`` (robbery → robberies), ``-man`` → ``-men`` (also
-    ``-mans``), otherwise ``-s``. An entry whose last character is not a letter gets no plural.
-    Runs of whitespace become one space.
+    Runs of whitespace become one space. An entry whose last character is not a letter (``c++``,
+    ``model 3``) gets no plural. See the module docstring for the rule; for example
+    ``word_forms("salesperson") == ["salesperson", "salespersons", "salespeople"]``.
     """
-    low = " ".join(word.lower().split())
-    if not low or not low[-1].isalpha():
-        return [low] if low else []
-    head, _, last = low.rpartition(" ")
-    prefix = head + " " if head else ""
-    if last in IRREGULAR:
-        plurals = [prefix + p for p in IRREGULAR[last]]
-    elif low.endswith("fe"):
-        plurals = [low[:-2] + "ves"]
-    elif low.endswith("f"):
-        plurals = [low + "s", low[:-1] + "ves"]
-    elif low.endswith(("s", "x", "z", "ch", "sh")):
-        plurals = [low + "es"]
-    elif len(low) > 1 and low.endswith("y") and low[-2] not in "aeiou":
-        plurals = [low[:-1] + "ies"]
-    elif low.endswith("man"):
-        plurals = [low[:-3] + "men", low + "s"]
-    else:
-        plurals = [low + "s"]
-    return [low, *plurals]
+    low = " ".join(str(word).lower().split())
+    if not low:
+        return []
+    return list(_forms(low))
+
+
+def _literal(form: str) -> str:
+    """RE2 source matching ``form`` literally, a space matching any run of spaces or hyphens."""
+    parts = []
+    for ch in form:
+        if ch == " ":
+            parts.append(r"[\s\-]+")
+        elif ch.isalnum() or ch == "_" or ord(ch) > 127:
+            parts.append(ch)
+        else:  # ASCII punctuation and controls: RE2 takes any of them escaped as a literal
+            parts.append("\\" + ch if ch.isprintable() else f"\\x{ord(ch):02x}")
+    return "".join(parts)
+
+
+def _alternation(words: Iterable[str], hyphen_is_space: bool = False) -> str:
+    entries = [" ".join(w.replace("-", " ").split()) if hyphen_is_space else w for w in words]
+    forms = sorted({f for w in entries for f in word_forms(w)}, key=lambda f: (-len(f), f))
+    if not forms:
+        raise ValueError("the word list is empty; give at least one non-empty entry")
+    return "|".join(_literal(f) for f in forms)
+
+
+def word_pattern(words: Sequence[str]) -> str:
+    """The RE2 pattern (DuckDB's ``regexp_matches``) that finds any of ``words`` as a whole word.
+
+    Case-insensitive; an entry matches with any of :func:`word_forms` (longer forms tried first);
+    its neighbours must not be letters, digits or ``_`` (Unicode-aware); every character is
+    literal (regex metacharacters are escaped); a space matches any run of spaces or hyphens.
+
+    Raises:
+        ValueError: no non-empty entry.
+    """
+    return f"(?i)(?:^|[^{_WORD}])(?:{_alternation(words)})(?:$|[^{_WORD}])"
+
+
+# --- innocent-sense exclusions --------------------------------------------------------------------
+
+
+def default_exclusions_path() -> Path:
+    """The innocent-sense phrase file that ships with fairsets (its header gives its provenance)."""
+    return Path(str(resources.files("fairsets.audit.persons").joinpath("data", "innocent_senses.toml")))
+
+
+def load_exclusions(path: str | os.PathLike[str] | None = None) -> list[str]:
+    """The innocent-sense phrases of a TOML file: ``phrases = [...]`` at the top and/or in tables
+    (``[crime_words] phrases = [...]``; table names are for the reader), flattened in file order.
+
+    ``None`` reads the default file. Phrases are whitespace-normalised and de-duplicated
+    case-insensitively (first spelling kept). An empty list is allowed: it turns exclusions off.
+
+    Raises:
+        ValueError: a missing or unreadable file, a key other than ``phrases``, or ``phrases`` not a
+            list of non-empty strings (one line each).
+    """
+    p = Path(path) if path is not None else default_exclusions_path()
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{p}: no such exclusion file; give a TOML file with phrases = [...]") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"{p}: not a readable TOML exclusion file ({reason})") from None
+    lists: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            extra = sorted(set(value) - {"phrases"})
+            if extra or "phrases" not in value:
+                raise ValueError(f"{p}: [{key}] needs exactly one key, phrases = [...]")
+            lists.append((f"[{key}] phrases", value["phrases"]))
+        elif key == "phrases":
+            lists.append(("phrases", value))
+        else:
+            raise ValueError(f"{p}: unknown key {key!r}; write phrases = [...] (optionally in [tables])")
+    if not lists:
+        raise ValueError(f"{p}: no phrases; write phrases = [...] (an empty list turns exclusions off)")
+    out: list[str] = []
+    seen: set[str] = set()
+    for where, phrases in lists:
+        if not isinstance(phrases, list) or not all(isinstance(x, str) and x.strip() for x in phrases):
+            raise ValueError(f"{p}: {where} must be a list of non-empty strings")
+        for phrase in phrases:
+            phrase = " ".join(phrase.split())
+            if phrase.lower() not in seen:
+                seen.add(phrase.lower())
+                out.append(phrase)
+    return out
+
+
+def mask_pattern(exclusions: Sequence[str]) -> str:
+    """The RE2 pattern :func:`masked_sql` replaces: any exclusion phrase (or the plural of its last
+    word) as whole words, case-insensitive, a space or hyphen in a phrase matching any run of spaces
+    or hyphens. Group 1 and 3 are the boundary characters (kept), group 2 the phrase."""
+    return f"(?i)(^|[^{_WORD}])({_alternation(exclusions, hyphen_is_space=True)})($|[^{_WORD}])"
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def masked_sql(column_sql: str, exclusions: Sequence[str]) -> str:
+    """A DuckDB expression: ``lower(column_sql)`` with every exclusion phrase replaced by one space.
+
+    The replacement runs twice, because a match takes the character after it as its right
+    boundary and so hides that character from a phrase that follows at once ("killer whale killer
+    whale"); after two passes no phrase is left (each remaining one had its left boundary taken by
+    a phrase replaced in the first pass). With no exclusions the expression is ``lower(column)``.
+    """
+    low = f"lower({column_sql})"
+    if not exclusions:
+        return low
+    pat = _sql_str(mask_pattern(exclusions))
+    return f"regexp_replace(regexp_replace({low}, {pat}, '\\1 \\3', 'g'), {pat}, '\\1 \\3', 'g')"
+
+
+# --- what matched --------------------------------------------------------------------------------
+
+
+def _key(form: str) -> str:
+    """A match or form with its separators (runs of spaces and hyphens) folded, to find its entry."""
+    return re.sub(r"[\s\-]+", " ", form.lower())
+
+
+def matched_phrases(
+    con: duckdb.DuckDBPyConnection,
+    texts_sql: str,
+    words: Sequence[str],
+    exclusions: Sequence[str] = (),
+    *,
+    top: int = 10,
+) -> dict[str, list[dict[str, Any]]]:
+    """The phrases each entry matched most often, so a reader can audit what a count is made of.
+
+    ``texts_sql`` is a SELECT whose column ``caption`` holds the texts (NULLs are skipped). Each
+    text is lower-cased, its exclusion phrases masked (:func:`masked_sql`), and every match of
+    :func:`word_pattern` in it found (the longest form at a position; a match's separators count as
+    in the pattern). A match's **phrase** is the word before it (a run of letters, digits and
+    ``_``, whatever separates them), the matched text with its whitespace runs made one space, and
+    the word after it, joined by single spaces; at the start or end of a text the missing side is
+    left out. A phrase's **count** is the number of texts it occurs in (a text repeating a phrase
+    counts once). Everything runs in DuckDB (``regexp_replace``, ``string_split``, ``unnest``,
+    ``GROUP BY``).
+
+    Returns:
+        ``{entry: [{"phrase": str, "count": int}, ...]}`` for every entry (in the order given,
+        de-duplicated case-insensitively), at most ``top`` phrases each, by count (descending) then
+        phrase; an entry that matched nothing has ``[]``. A form shared by two entries counts for
+        both.
+
+    Raises:
+        ValueError: no non-empty entry, or ``top`` not a positive integer.
+    """
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ValueError(f"top must be a positive integer; got {top!r}")
+    entries: list[str] = []
+    for w in words:
+        w = " ".join(str(w).split())
+        if w and w.lower() not in {e.lower() for e in entries}:
+            entries.append(w)
+    core = _alternation(entries)
+    rows = sorted({(_key(f), i) for i, w in enumerate(entries) for f in word_forms(w)})
+    keys = ", ".join(f"({_sql_str(k)}, {i})" for k, i in rows)
+    bound = f"[^{_WORD}\\x01\\x02]"
+    mark = _sql_str(f"(?i)(^|{bound})({core})($|{bound})")
+    rewrite = f"'\\1' || chr(1) || '\\2' || chr(2) || '\\3'"
+    text = masked_sql("translate(caption, chr(1) || chr(2), '  ')", exclusions)
+    marked = f"regexp_replace(regexp_replace({text}, {mark}, {rewrite}, 'g'), {mark}, {rewrite}, 'g')"
+    word, nonword = r"[\pL\pN_]", r"[^\pL\pN_]"
+    sql = f"""
+        WITH t AS (SELECT row_number() OVER () AS rid, {marked} AS m
+                   FROM ({texts_sql}) AS src WHERE caption IS NOT NULL),
+        p AS (SELECT rid, string_split(m, chr(1)) AS parts FROM t WHERE contains(m, chr(1))),
+        o AS (SELECT rid, parts, unnest(range(2, len(parts) + 1)) AS k FROM p),
+        e AS (SELECT rid, split_part(parts[k], chr(2), 1) AS hit,
+                     regexp_extract(replace(array_to_string(parts[1:k - 1], ''), chr(2), ''),
+                                    '({word}+){nonword}*$', 1) AS lw,
+                     regexp_extract(replace(split_part(parts[k], chr(2), 2)
+                                            || array_to_string(parts[k + 1:], ''), chr(2), ''),
+                                    '^{nonword}*({word}+)', 1) AS rw
+              FROM o),
+        f AS (SELECT regexp_replace(hit, '[\\s\\-]+', ' ', 'g') AS key,
+                     concat_ws(' ', nullif(lw, ''), regexp_replace(hit, '\\s+', ' ', 'g'), nullif(rw, ''))
+                         AS phrase,
+                     count(DISTINCT rid) AS n
+              FROM e GROUP BY ALL),
+        keys(key, entry) AS (VALUES {keys}),
+        r AS (SELECT k.entry, f.phrase, sum(f.n) AS n FROM f JOIN keys k ON f.key = k.key GROUP BY ALL)
+        SELECT entry, phrase, n FROM (
+            SELECT *, row_number() OVER (PARTITION BY entry ORDER BY n DESC, phrase) AS rank FROM r)
+        WHERE rank <= {top} ORDER BY entry, rank
+    """
+    out: dict[str, list[dict[str, Any]]] = {e: [] for e in entries}
+    for entry, phrase, n in con.execute(sql).fetchall():
+        out[entries[int(entry)]].append({"phrase": phrase, "count": int(n)})
+    return out
