@@ -3,8 +3,16 @@
 A CSV names boxes (``shard, key, box_id``) and gives one or two human labels per box. The report
 has, for each human column, the accuracy and Cohen's κ against the classifier's
 ``perceived_{attr}`` with seeded bootstrap 95% intervals and the confusion matrix (human rows,
-classifier columns); with two human columns also the human–human κ (over the boxes both humans
-labelled), the ceiling the classifier can be held to. Agreement is also given as a function of the
+classifier columns). With two human columns it also has the human–human κ, the ceiling the
+classifier can be held to, and the comparison is like for like: ``human_vs_human`` and
+``same_boxes.human_vs_classifier`` are computed over the **same boxes** (both humans labelled the
+box and the classifier labelled it), so both κ have the same n. The human–human κ over every row
+of the file (boxes the classifier never labelled too) is kept apart as
+``alternative.human_vs_human_all_rows``. Krippendorff's α (nominal) is reported beside κ: among
+the humans over every row (a blank answer is missing, not dropped with the row), and among the
+humans and the classifier together. Every number's rule is in the ``definitions`` block, and the
+confusion matrices the correction of ``audit persons --correct-with`` reads are in ``confusion``
+(format: :data:`CONFUSION_FORMAT`). Agreement is also given as a function of the
 minimum box side (boxes whose shorter side is at least 0, 10, … 100 px, with their counts), the
 curve that justifies a box-size threshold: the classifier labels only kept boxes, so to study
 sizes below the ``persons`` threshold, annotate with a lower ``--min-side`` first.
@@ -34,14 +42,26 @@ from fairsets.core.atomic import atomic_path, atomic_write_text, layout_lock
 from fairsets.core.textfile import TextFileError, read_text
 
 from . import layout, read
-from .agreement import bootstrap_agreement, confusion_matrix
+from .agreement import bootstrap_agreement, confusion_matrix, krippendorff_alpha, ratings_table
 
-__all__ = ["DEFAULT_THRESHOLDS", "KEY_COLUMNS", "read_human_labels", "verify_labels"]
+__all__ = [
+    "CONFUSION_FORMAT",
+    "DEFAULT_THRESHOLDS",
+    "KEY_COLUMNS",
+    "read_human_labels",
+    "verify_labels",
+]
 
 KEY_COLUMNS = ("shard", "key", "box_id")
 #: Minimum box sides (px) of the agreement curve.
 DEFAULT_THRESHOLDS = tuple(range(0, 101, 10))
 _LISTED = 20  # rows listed per problem in the report (all are counted)
+#: How ``verify_{attr}.json``'s ``confusion`` block is laid out (also written into it).
+CONFUSION_FORMAT = (
+    "by_human_column[COLUMN][i][j] = boxes that human COLUMN labelled labels[i] and the classifier "
+    "labelled labels[j] (rows: human = truth, columns: classifier), over every box that human "
+    "labelled and the classifier labelled; default_column is the first human column"
+)
 
 
 def read_human_labels(
@@ -181,6 +201,70 @@ def _agreement(a: list[str], b: list[str], classes: Sequence[str], n_boot: int, 
     return bootstrap_agreement(a, b, labels=classes, n_boot=n_boot, seed=seed)
 
 
+def _human_pair(
+    rows: list[dict[str, Any]], cols: Sequence[str], classes: Sequence[str], n_boot: int, seed: int
+) -> dict[str, Any]:
+    a, b = [r[cols[0]] for r in rows], [r[cols[1]] for r in rows]
+    res = _agreement(a, b, classes, n_boot, seed)
+    cm, _ = confusion_matrix(a, b, classes)
+    res["columns"] = list(cols)
+    res["confusion"] = {"rows": cols[0], "columns": cols[1], "labels": list(classes), "matrix": cm.tolist()}
+    return res
+
+
+def _alphas(
+    rows: list[dict[str, Any]], cols: Sequence[str], classes: Sequence[str], n_boot: int, seed: int
+) -> dict[str, Any]:
+    """Krippendorff's α among the humans (two columns) and among the humans and the classifier."""
+    out: dict[str, Any] = {"level": "nominal", "humans": None}
+    if len(cols) == 2:
+        out["humans"] = krippendorff_alpha(
+            ratings_table([[r[c] for c in cols] for r in rows], classes), n_boot=n_boot, seed=seed
+        )
+    out["humans_and_classifier"] = krippendorff_alpha(
+        ratings_table([[*(r[c] for c in cols), r["classifier"]] for r in rows], classes),
+        n_boot=n_boot,
+        seed=seed,
+    )
+    return out
+
+
+def _definitions(cols: Sequence[str]) -> dict[str, str]:
+    """The rule of every number of the report (rendered by the CLI, copied into the manifest)."""
+    out = {
+        "matched box": "a row of the human file whose (shard, key, box_id) is a kept box the classifier "
+        "labelled; rows not found, on boxes not kept or on unlabelled boxes are counted and listed",
+        "human_vs_classifier": "per human column: accuracy (share of equal labels) and Cohen's κ "
+        "between that human and the classifier over every matched box that human labelled "
+        "(a blank or dropped answer leaves the box out); n is that number of boxes",
+        "kappa": "Cohen's κ = 1 − observed disagreement / chance disagreement (chance from each "
+        "rater's own label shares); 95% interval: percentile bootstrap over the boxes (seeded)",
+        "krippendorff.humans_and_classifier": "Krippendorff's α, nominal level, with every human "
+        "column and the classifier as raters over every row of the file; a blank, dropped or "
+        "unlabelled answer is missing (left out of its row, the row kept); items = rows with at "
+        "least two answers, values = the answers they hold; interval: bootstrap over those rows",
+        "min_side": "the agreement curve: per threshold t, human_vs_classifier over the matched boxes "
+        "whose shorter side is at least t px",
+        "confusion": CONFUSION_FORMAT,
+    }
+    if len(cols) == 2:
+        out |= {
+            "same boxes": f"the matched boxes that both {cols[0]} and {cols[1]} labelled: "
+            "human_vs_human and same_boxes.human_vs_classifier are all computed over these boxes, "
+            "so the human–human ceiling and the human–classifier κ have the same n (the paper's "
+            "comparison, human–human κ 0.654 vs human–classifier κ 0.638)",
+            "human_vs_human": f"Cohen's κ and accuracy between {cols[0]} and {cols[1]} over the same boxes",
+            "same_boxes.human_vs_classifier": "per human column, κ and accuracy against the classifier "
+            "over the same boxes",
+            "alternative.human_vs_human_all_rows": f"κ between {cols[0]} and {cols[1]} over every row "
+            "both labelled, boxes the classifier never labelled (not found, not kept, unlabelled) "
+            "included: not comparable with the human–classifier κ",
+            "krippendorff.humans": f"Krippendorff's α, nominal level, between {cols[0]} and {cols[1]} "
+            "over every row of the file; a row with one answer carries no pair and is left out",
+        }
+    return out
+
+
 def verify_labels(
     ann: str | os.PathLike[str],
     human: str | os.PathLike[str],
@@ -259,6 +343,8 @@ def verify_labels(
         "unlabelled": _listed(unlabelled),
         "human_vs_classifier": {},
         "human_vs_human": None,
+        "same_boxes": None,
+        "alternative": {},
         "min_side": {"thresholds": list(thresholds), "curves": {}},
     }
     for c in cols:
@@ -280,13 +366,27 @@ def verify_labels(
             curve.append({"min_side": t, **point})
         report["min_side"]["curves"][c] = curve
     if len(cols) == 2:
-        both = [r for r in rows if r[cols[0]] is not None and r[cols[1]] is not None]
-        a, b = [r[cols[0]] for r in both], [r[cols[1]] for r in both]
-        res = _agreement(a, b, classes, n_boot, seed)
-        cm, _ = confusion_matrix(a, b, classes)
-        res["columns"] = cols
-        res["confusion"] = {"rows": cols[0], "columns": cols[1], "labels": classes, "matrix": cm.tolist()}
-        report["human_vs_human"] = res
+        same = [r for r in matched if r[cols[0]] is not None and r[cols[1]] is not None]
+        report["human_vs_human"] = _human_pair(same, cols, classes, n_boot, seed)
+        report["same_boxes"] = {
+            "n": len(same),
+            "human_vs_classifier": {
+                c: _agreement([r[c] for r in same], [r["classifier"] for r in same], classes, n_boot, seed)
+                for c in cols
+            },
+        }
+        every = [r for r in rows if r[cols[0]] is not None and r[cols[1]] is not None]
+        report["alternative"] = {"human_vs_human_all_rows": _human_pair(every, cols, classes, n_boot, seed)}
+    report["krippendorff"] = _alphas(rows, cols, classes, n_boot, seed)
+    report["confusion"] = {
+        "format": CONFUSION_FORMAT,
+        "rows": "human (truth)",
+        "columns": "classifier",
+        "labels": classes,
+        "default_column": cols[0],
+        "by_human_column": {c: report["human_vs_classifier"][c]["confusion"]["matrix"] for c in cols},
+    }
+    report["definitions"] = _definitions(cols)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if plot:
@@ -306,6 +406,22 @@ def _headline(ann: str | os.PathLike[str], attr: str, report: dict[str, Any]) ->
         "human_vs_human": (
             {k: report["human_vs_human"][k] for k in keep} if report["human_vs_human"] else None
         ),
+        "same_boxes": (
+            {
+                "n": report["same_boxes"]["n"],
+                "human_vs_classifier": {
+                    c: {k: v[k] for k in keep} for c, v in report["same_boxes"]["human_vs_classifier"].items()
+                },
+            }
+            if report["same_boxes"]
+            else None
+        ),
+        "krippendorff_alpha": {
+            name: ({k: v[k] for k in ("alpha", "alpha_ci", "items")} if v else None)
+            for name, v in report["krippendorff"].items()
+            if name != "level"
+        },
+        "definitions": report["definitions"],
         "min_side_kappa": {
             c: {str(p["min_side"]): p["kappa"] for p in curve}
             for c, curve in report["min_side"]["curves"].items()
@@ -346,7 +462,11 @@ def _plot(report: dict[str, Any], path: Path) -> Path:
     hh = report.get("human_vs_human")
     if hh and hh.get("kappa") is not None:
         ax.axhline(
-            hh["kappa"], color="#333333", linestyle=":", linewidth=1, label="κ human–human (all sizes)"
+            hh["kappa"],
+            color="#333333",
+            linestyle=":",
+            linewidth=1,
+            label="κ human–human (same boxes, all sizes)",
         )
     ax.set_xlabel("minimum box side (px): boxes at least this small side")
     ax.set_ylabel("agreement")
