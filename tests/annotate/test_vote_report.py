@@ -276,3 +276,30 @@ def test_the_write_is_atomic(tmp_path, monkeypatch):
         write_vote_report(tmp_path / "new.html", vote_stats(), examples(), title="third")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["reports"]
     assert [p.name for p in out.parent.iterdir()] == ["vote.html"]
+
+
+def test_krippendorff_alpha_is_shown_beside_fleiss_kappa():
+    # what consensus() puts in stats["krippendorff_alpha"]: α over every item with two answers or more
+    from test_agreement import hand_alpha
+
+    from fairsets.annotate.agreement import krippendorff_alpha, ratings_table
+
+    votes = [
+        ["male", "male", "male"],
+        ["female", None, "female"],
+        ["male", "female", None],
+        [None, None, "mixed"],
+    ]
+    votes += [["female", "female", "mixed"], ["unclear", "unclear", None]]
+    stats = dict(vote_stats())
+    stats["krippendorff_alpha"] = krippendorff_alpha(ratings_table(votes, GENDER))
+    summary = {row[0]: row[1] for row in Page(render_vote_report(stats, [], title="t")).table("items voted")}
+    alpha = float(hand_alpha(votes))
+    assert summary["Krippendorff's α (nominal)"] == (
+        f"{alpha:.3f} over 5 items with two or more answers (12 answers; an invalid or refused answer is "
+        "missing, the item stays)"
+    )
+    assert "Fleiss' κ" in summary  # beside it
+    stats.pop("krippendorff_alpha")
+    summary = {row[0]: row[1] for row in Page(render_vote_report(stats, [], title="t")).table("items voted")}
+    assert summary["Krippendorff's α (nominal)"] == "— (not computed)"

@@ -7,8 +7,11 @@ and a sample of the voted items:
 * **run**: the attribute, seed, view, annotators (model, host), requests sent, cache hits, tokens
   and items still pending, when the caller passes them;
 * **summary**: items voted, kept after consensus (and the per-class cap), without consensus, kept
-  by a relaxed rule, and Fleiss' κ with the number of items it is over (those every annotator
-  answered);
+  by a relaxed rule, Fleiss' κ with the number of items it is over (those every annotator
+  answered), and Krippendorff's α (nominal) over every item with two or more answers — an invalid
+  or refused answer is missing, the item stays — with its item and answer counts
+  (``stats["krippendorff_alpha"]``: :func:`fairsets.annotate.agreement.krippendorff_alpha`'s dict;
+  "not computed" when the stats lack it);
 * **per class**: each annotator's votes, the consensus before the cap and what the cap kept, as a
   table and a bar chart;
 * **invalid and refused** answers per annotator;
@@ -153,6 +156,7 @@ def _summary(stats: Mapping[str, Any]) -> str:
         ("kept after consensus" + (f" and the cap of {cap:,} per class" if cap else ""), _num(kept)),
         ("no consensus", _num(none) + _pct(none, items)),
         ("kept by a relaxed rule", _num(relaxed)),
+        ("Krippendorff's α (nominal)", _alpha(stats.get("krippendorff_alpha"))),
         (
             "Fleiss' κ",
             f'<span class="kappa">{_kappa(stats.get("fleiss_kappa"))}</span> over '
@@ -164,6 +168,22 @@ def _summary(stats: Mapping[str, Any]) -> str:
         rows.append(("relaxed rules", rule))
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<h2 id="summary">Summary</h2>\n<table class="kv">{body}</table>\n'
+
+
+def _alpha(block: Any) -> str:
+    """Krippendorff's α with its counts; items with one answer carry no pair and are left out."""
+    if not isinstance(block, Mapping):
+        return f"{_DASH} (not computed)"
+    ci = block.get("alpha_ci")
+    interval = (
+        f" [{_kappa(ci[0])}, {_kappa(ci[1])}]" if isinstance(ci, (list, tuple)) and len(ci) == 2 else ""
+    )
+    return (
+        f'<span class="kappa">{_kappa(block.get("alpha"))}</span>{interval} over '
+        f"{_num(int(block.get('items') or 0))} items with two or more answers "
+        f"({_num(int(block.get('values') or 0))} answers; an invalid or refused answer is missing, the "
+        "item stays)"
+    )
 
 
 def _bars(labels: Sequence[str], before: Mapping[str, int], kept: Mapping[str, int]) -> str:
