@@ -1,5 +1,6 @@
-"""Crime-word association: planted over-association recovered, every rate and Δ against plain
-Python over the planted specs, the matching rule case by case, hostile texts and word files."""
+"""Crime-word association: planted over-association recovered, every rate and Δ (against all texts
+and against the complement) recomputed in plain Python over the planted specs, the one image-level
+group rule, innocent senses not counted, the matched phrases, hostile texts and word files."""
 
 from __future__ import annotations
 
@@ -11,30 +12,36 @@ import pytest
 from person_tables import ImageSpec, write_person_tables
 
 from fairsets.annotate.layout import AnnotationError
-from fairsets.audit.persons.crime import crime_association, load_crime_words, word_forms, word_pattern
+from fairsets.audit.persons.crime import crime_association, load_crime_words, word_pattern
 from fairsets.audit.persons.tables import connect
 
 CRIME = ["police arrested the thief", "two robbers in a mugshot", "a convicted criminal"]
 CLEAN = ["a man at the beach", "thiefdom of the realm", "an arrestable offence?", "portrait"]
 
 
-def _image_gender(gs: list) -> str:
-    if "mixed" in gs or ("female" in gs and "male" in gs):
-        return "mixed"
-    return "female" if "female" in gs else "male" if "male" in gs else "unclear"
+def _image_group(labels: list) -> str:
+    """The exclusive image-level group, written out from the rule's words."""
+    named = {x for x in labels if x is not None}
+    known = named - {"unclear"}
+    if not named:
+        return "unlabelled"
+    if not known:
+        return "unclear"
+    return known.pop() if len(known) == 1 else "mixed"
 
 
-def _expected(units: list[tuple[str | None, list[str], bool]], min_count: int) -> dict:
-    """Rates and Δ per group from (gender, races, hit) units, in plain Python."""
+def _expected(units: list[tuple[str, str, bool]], min_count: int, reference: str = "all") -> dict:
+    """Rates and Δ per group from (gender group, race group, hit) units, in plain Python."""
     n, k = len(units), sum(h for _, _, h in units)
-    base = k / n
     out = {}
-    for attr in ("gender", "race"):
-        groups = sorted({g for u in units for g in ([u[0]] if attr == "gender" else u[1]) if g is not None})
-        for g in groups:
-            mine = [h for gg, rr, h in units if (gg == g if attr == "gender" else g in rr)]
+    for i, attr in enumerate(("gender", "race")):
+        for g in sorted({u[i] for u in units}):
+            mine = [u[2] for u in units if u[i] == g]
+            rest = [u[2] for u in units if u[i] != g]
+            ref = (k, n) if reference == "all" else (sum(rest), len(rest))
             rate = sum(mine) / len(mine)
-            delta = 100 * (rate / base - 1) if len(mine) >= min_count and k else None
+            ok = len(mine) >= min_count and ref[0] and ref[1]
+            delta = 100 * (rate / (ref[0] / ref[1]) - 1) if ok else None
             out[attr, g] = (sum(mine), len(mine), delta)
     return out
 
@@ -60,17 +67,19 @@ def test_planted_over_association_in_alt_text(tmp_path: Path) -> None:
             boxes[0] = (boxes[0][0], "middle_eastern", 0.1)
         alt = rng.choice(CRIME if hit else CLEAN)
         specs.append(ImageSpec(boxes, alt=alt))
-        units.append((_image_gender([b[0] for b in boxes]), sorted({b[1] for b in boxes} - {None}), hit))
+        units.append((_image_group([b[0] for b in boxes]), _image_group([b[1] for b in boxes]), hit))
     specs += [ImageSpec([("male", "white", 0.1)], alt=None), ImageSpec([("male", "white", 0.1)], alt="  ")]
     specs += [ImageSpec([], alt="a thief with nobody in the picture")]  # no person: not counted
     ann = write_person_tables(tmp_path / "ann", specs, shard_size=300)
     got = crime_association(connect(ann), min_count=20, texts=("alt",))
     alt = got["alt"]
     assert (alt["overall"]["matches"], alt["overall"]["n"], alt["no_text"]) == (100, 1000, 2)
+    assert got["group_rule"] == "exclusive" and got["delta_reference"] == "all"
+    # the planted images are middle_eastern or mixed (with another race) by the exclusive rule
+    me_units = [u for u in units if u[1] == "middle_eastern"]
     me = alt["race"]["middle_eastern"]
-    assert (me["matches"], me["n"]) == (30, 100)
-    assert abs(me["delta_pct"] - 200.0) <= 5.0
-    assert me["delta_pct"] == pytest.approx(200.0)
+    assert (me["matches"], me["n"]) == (sum(u[2] for u in me_units), len(me_units))
+    assert me["delta_pct"] > 150  # the planted over-association: about 3x the base rate
     want = _expected(units, 20)
     seen = {(a, g) for a in ("gender", "race") for g in alt[a] if alt[a][g]["n"]}
     assert seen == set(want)
@@ -78,9 +87,105 @@ def test_planted_over_association_in_alt_text(tmp_path: Path) -> None:
         entry = alt[attr][g]
         assert (entry["matches"], entry["n"]) == (k, n)
         assert entry["delta_pct"] == (None if delta is None else pytest.approx(delta))
-    assert alt["gender_missing"] == 0  # every image has a group by the rule
-    assert alt["race_missing"] == sum(not rr for _, rr, _ in units)
+        assert entry["reference"] == {"matches": 100, "n": 1000, "rate": 0.1}
+    for attr in ("gender", "race"):  # one group per image: the groups sum to overall
+        assert sum(r["n"] for r in alt[attr].values()) == 1000
+    for (attr, g), (_, _, delta) in _expected(units, 20, "complement").items():
+        entry = got["alternative"]["alt"][attr][g]
+        assert entry["delta_pct"] == (None if delta is None else pytest.approx(delta))
+    assert got["alternative"]["delta_reference"] == "complement"
     assert "person" not in got
+
+
+def test_delta_reference_all_and_complement_give_the_two_readings(tmp_path: Path) -> None:
+    """Finding 9: the reference set changes a group's Δ on the same data (male +17.6 % against all
+    texts, +100 % against the texts that are not male); both are reported, the chosen one stated."""
+    specs = [ImageSpec([("male", "white", 0.1)], alt="a thief" if i < 140 else "a walk") for i in range(700)]
+    specs += [
+        ImageSpec([("female", "black", 0.1)], alt="a thief" if i < 30 else "a walk") for i in range(300)
+    ]
+    con = connect(write_person_tables(tmp_path / "ann", specs, shard_size=400))
+    want_all = 100 * ((140 / 700) / (170 / 1000) - 1)  # +17.6 %
+    want_complement = 100 * ((140 / 700) / (30 / 300) - 1)  # +100 %
+    assert round(want_all, 1) == 17.6 and round(want_complement, 1) == 100.0
+    default = crime_association(con, ["thief"], min_count=10, texts=["alt"], exclusions=[])
+    assert default["delta_reference"] == "all"
+    male = default["alt"]["gender"]["male"]
+    assert male["delta_pct"] == pytest.approx(want_all)
+    assert male["reference"] == {"matches": 170, "n": 1000, "rate": 0.17}
+    assert default["alternative"]["alt"]["gender"]["male"]["delta_pct"] == pytest.approx(want_complement)
+    swapped = crime_association(
+        con, ["thief"], min_count=10, texts=["alt"], exclusions=[], delta_reference="complement"
+    )
+    male = swapped["alt"]["gender"]["male"]
+    assert male["delta_pct"] == pytest.approx(want_complement)
+    assert male["reference"] == {"matches": 30, "n": 300, "rate": 0.1}
+    assert swapped["alternative"]["alt"]["gender"]["male"]["delta_pct"] == pytest.approx(want_all)
+    assert (
+        "complement" in swapped["definitions"]["delta_pct"] and "all" in default["definitions"]["delta_pct"]
+    )
+    with pytest.raises(ValueError, match="delta reference"):
+        crime_association(con, ["thief"], delta_reference="box")
+
+
+def test_one_group_rule_for_crime_sentiment_and_themes(tmp_path: Path) -> None:
+    """Finding 4: race Δ counted an image in every race of its boxes, sentiment did too, and the
+    alt-text themes used a third rule (a race only when the image had one, 'unclear' a race). Now an
+    image is in one group per attribute by the same rule in every section, and 'any' is one flag."""
+    from fairsets.audit.persons.sentiment import sentiment
+    from fairsets.audit.persons.themes_run import _sample
+
+    class Flat:
+        name, kind = "flat", "vader"
+
+        def score(self, texts):
+            return [(0.0, "NEU") for _ in texts]
+
+    rng = random.Random(9)
+    labels = ["white", "black", "unclear", None]
+    specs, want = [], []
+    for i in range(300):
+        boxes = [(rng.choice(["female", "male", "unclear", None]), rng.choice(labels), 0.1) for _ in range(3)]
+        specs.append(ImageSpec(boxes, alt=f"photo {i} of a thief" if i % 3 == 0 else f"photo {i}"))
+        want.append((_image_group([b[0] for b in boxes]), _image_group([b[1] for b in boxes])))
+    con = connect(write_person_tables(tmp_path / "ann", specs, shard_size=120))
+    crime = crime_association(con, ["thief"], min_count=1, texts=["alt"], exclusions=[])["alt"]
+    sent = sentiment(con, texts=["alt"], scorer=Flat(), min_count=1)["alt"]
+    _, genders, races, _, _ = _sample(con, "alt", 1000, 0, "exclusive")
+    for i, attr in enumerate(("gender", "race")):
+        counts = {g: sum(w[i] == g for w in want) for g in {w[i] for w in want}}
+        assert {g: r["n"] for g, r in crime[attr].items() if r["n"]} == counts
+        assert {g: r["n"] for g, r in sent[attr].items() if r["n"]} == counts
+        ids = genders if attr == "gender" else races
+        assert {g: sum(v == [g] for v in ids) for g in counts} == counts
+    assert crime["race"]["mixed"]["n"] > 0 and crime["race"]["unlabelled"]["n"] > 0
+    # under "any" an image counts in every race it has a box of, in every section alike
+    crime_any = crime_association(con, ["thief"], min_count=1, texts=["alt"], exclusions=[], group_rule="any")
+    sent_any = sentiment(con, texts=["alt"], scorer=Flat(), min_count=1, group_rule="any")
+    _, _, races_any, _, _ = _sample(con, "alt", 1000, 0, "any")
+    for g in ("white", "black", "unclear"):
+        k = sum(any(b[1] == g for b in s.boxes) for s in specs)
+        assert crime_any["alt"]["race"][g]["n"] == sent_any["alt"]["race"][g]["n"] == k
+        assert sum(g in v for v in races_any) == k
+    assert crime_any["group_rule"] == "any" and "several" in crime_any["definitions"]["group_rule"]
+
+
+def test_innocent_senses_are_not_counted_and_matched_phrases_are_listed(tmp_path: Path) -> None:
+    """The crime words are matched after the shipped innocent-sense phrases are blanked; the
+    phrases each word matched are listed so a reader can audit the count."""
+    innocent = ["a killer whale at sea", "cardiac arrest training", "anti-theft backpack", "true crime novel"]
+    guilty = ["the killer was arrested", "a thief at night", "police arrest a thief"]
+    specs = [ImageSpec([("male", "white", 0.1)], alt=t) for t in innocent * 5 + guilty * 5]
+    con = connect(write_person_tables(tmp_path / "ann", specs))
+    got = crime_association(con, min_count=1, texts=["alt"])
+    assert got["alt"]["overall"]["matches"] == 15 and got["alt"]["overall"]["n"] == 35
+    assert got["n_exclusions"] > 0 and "exclusions" in got["definitions"]
+    bare = crime_association(con, min_count=1, texts=["alt"], exclusions=[])
+    assert bare["alt"]["overall"]["matches"] == 35  # every innocent phrase counts without them
+    phrases = got["alt"]["top_phrases"]
+    assert {p["phrase"] for p in phrases["thief"]} == {"a thief at", "a thief"}
+    assert sum(p["count"] for p in phrases["thief"]) == 10
+    assert "killer whale" not in str(phrases) and "whale" in str(bare["alt"]["top_phrases"]["killer"])
 
 
 def test_min_count_and_undefined_baseline(tmp_path: Path) -> None:
@@ -97,11 +202,16 @@ def test_min_count_and_undefined_baseline(tmp_path: Path) -> None:
         and got["gender"]["male"]["reason"] is None
     )
     mixed = {"matches": 0, "n": 0, "rate": None, "ci95": None, "delta_pct": None}
-    assert got["gender"]["mixed"] == mixed | {"reason": "fewer than 10 texts (0)"}
+    assert {k: v for k, v in got["gender"]["mixed"].items() if k != "reference"} == mixed | {
+        "reason": "fewer than 10 texts (0)"
+    }
     assert got["race"]["white"]["delta_pct"] == pytest.approx(0.0)
+    # against the complement, white (every text) has no reference set at all
+    white = result["alternative"]["alt"]["race"]["white"]
+    assert white["delta_pct"] is None and "no text" in white["reason"]
     got = crime_association(con, ["burglar"], min_count=1, texts=["alt"])["alt"]
     assert got["overall"]["matches"] == 0
-    assert got["gender"]["male"]["delta_pct"] is None and "baseline" in got["gender"]["male"]["reason"]
+    assert got["gender"]["male"]["delta_pct"] is None and "reference set" in got["gender"]["male"]["reason"]
 
 
 def test_person_captions_each_in_its_box_group(tmp_path: Path) -> None:
@@ -116,10 +226,10 @@ def test_person_captions_each_in_its_box_group(tmp_path: Path) -> None:
             hit = (race == "black" and i < 60) or (race != "black" and (i + j) % 20 == 0)
             boxes.append((g, race, 0.1))
             caps.append(rng.choice(CRIME if hit else CLEAN))
-            units.append((g, [race], hit))
+            units.append((g or "unlabelled", race, hit))
         specs.append(ImageSpec(boxes, alt="a street scene", person_captions=caps))
     ann = write_person_tables(tmp_path / "ann", specs, shard_size=150, captioner="capA")
-    got = crime_association(connect(ann), min_count=50)
+    got = crime_association(connect(ann), min_count=50, exclusions=[])
     assert got["alt"]["overall"]["matches"] == 0
     person = got["person"]["capA"]
     assert sum(u[2] for u in units) == person["overall"]["matches"] == 90
@@ -131,7 +241,7 @@ def test_person_captions_each_in_its_box_group(tmp_path: Path) -> None:
         entry = person[attr][g]
         assert (entry["matches"], entry["n"]) == (k, n)
         assert entry["delta_pct"] == (None if delta is None else pytest.approx(delta))
-    assert person["gender_missing"] == sum(u[0] is None for u in units)
+    assert person["gender"]["unlabelled"]["n"] == sum(u[0] == "unlabelled" for u in units) > 0
     bare = write_person_tables(tmp_path / "bare", [ImageSpec([("male", "white", 0.1)])])
     no_caps = crime_association(connect(bare), texts=["person"])
     assert no_caps["person"] is None and "annotate caption" in no_caps["person_reason"]
@@ -160,24 +270,6 @@ def test_matching_rule_with_the_default_words(tmp_path: Path, text: str, hit: bo
 
     pattern = word_pattern(load_crime_words())
     assert duckdb.connect().execute("SELECT regexp_matches(?, ?)", [text, pattern]).fetchone()[0] is hit
-
-
-def test_word_forms() -> None:
-    assert word_forms("Thief") == ["thief", "thiefs", "thieves"]
-    assert word_forms("knife") == ["knife", "knives"]
-    assert word_forms("robbery") == ["robbery", "robberies"]
-    assert word_forms("drug  dealer") == ["drug dealer", "drug dealers"]
-    assert word_forms("policeman")[:2] == ["policeman", "policemen"]
-    assert word_forms("c++") == ["c++"]
-    assert word_forms("missing person") == ["missing person", "missing persons", "missing people"]
-
-
-def test_crime_words_and_categories_share_one_plural_rule() -> None:
-    from fairsets.audit.persons import transfer
-
-    for entry in ("thief", "knife", "robbery", "policeman", "person", "child", "coach", "police officer"):
-        last = entry.split()[-1]
-        assert transfer._token_forms(entry) == word_forms(last)
 
 
 def test_hostile_texts_and_metacharacters(tmp_path: Path) -> None:

@@ -9,16 +9,22 @@
 3. **sentiment** (:func:`.sentiment.sentiment`) — VADER by default, a transformer NEG/NEU/POS model
    when one is named, none with ``sentiment=None``. Left out, with the reason in
    ``skipped.sentiment``, when VADER is the default and not installed;
-4. **themes** — a sample of at most ``themes_max_texts`` texts (person captions of one captioner,
-   or alt-texts when the folder has no person captions), embedded with a sentence-transformers
-   model (:func:`.themes.embed_texts`), a TopK sparse autoencoder trained on them
-   (:func:`.sae.train_sae`) and the PMI of each perceived gender and race with each latent
-   (:func:`.themes.themes`). Left out, with the reason, when the embedding model cannot load and
-   was not named explicitly (``themes="auto"``), or with ``themes=None``.
+4. **themes** (:func:`.themes_run.run_themes`) — a sample of at most ``themes_max_texts`` texts
+   (person captions of one captioner, or alt-texts when the folder has no person captions), their
+   identity words masked (:mod:`.identity`; ``identity_mask=False`` keeps them), embedded with a
+   sentence-transformers model, a TopK sparse autoencoder trained on them and the PMI of each
+   perceived gender and race with each latent (``pmi``: binary or activation-weighted). Left out,
+   with the reason, when the embedding model cannot load and was not named explicitly
+   (``themes="auto"``), or with ``themes=None``.
 
-Every aggregation runs in DuckDB over the Parquet tables, streamed; the theme sample is the
-``themes_max_texts`` texts with the smallest hash of their row key and the seed (the same sample
-on every run, independent of thread count and file order).
+**One set of rules.** Every section groups images by the one image-level rule of :mod:`.tables`
+(``group_rule``, ``exclusive`` by default) and states it; crime-word Δ is against
+``delta_reference`` (``all`` by default; the other reference is under ``crime.alternative``). The
+document's ``definitions`` states the shared rules; each section has its own ``definitions``.
+With ``correct_with`` (``annotate verify`` reports), the box shares are also given corrected for
+the classifier's confusion (:mod:`.correction`) in ``composition.corrected``.
+
+Every aggregation runs in DuckDB over the Parquet tables, streamed.
 
 **Resuming.** The work that costs time is kept under ``OUT/.work/``: the embeddings of the sample
 (keyed by the model and the sample's texts) and the SAE checkpoints (:func:`.sae.train_sae`
@@ -30,16 +36,16 @@ atomically, ``audit.json`` first.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fairsets.core.atomic import atomic_write_bytes, atomic_write_text
+from fairsets.core.atomic import atomic_write_text
 
-from .tables import blank_sql
+from .tables import DEFAULT_GROUP_RULE, UNLABELLED, group_rule_definition
 
 __all__ = ["AUDIT_FILE", "REPORT_FILE", "SCHEMA", "WORK_DIR", "run_persons_audit"]
 
@@ -53,154 +59,15 @@ WORK_DIR = ".work"
 AUTO_THEMES_MODEL = "minilm"
 
 
-def _identity_sql(text: str, con: Any) -> tuple[str, str]:
-    """The (SQL, what) that selects ``(row_key, caption, gender, race)`` of the theme texts."""
-    if text == "person":
-        cols = {r[0] for r in con.execute("DESCRIBE captions").fetchall()}
-        g = "perceived_gender" if "perceived_gender" in cols else "NULL::VARCHAR"
-        r = "perceived_race" if "perceived_race" in cols else "NULL::VARCHAR"
-        captioner = con.execute(
-            f"SELECT annotator FROM captions WHERE NOT {blank_sql('caption')} "
-            "GROUP BY annotator ORDER BY count(*) DESC, annotator LIMIT 1"
-        ).fetchone()
-        if captioner is None:
-            return "", ""
-        name = captioner[0].replace("'", "''")
-        sql = (
-            f"SELECT shard || '/' || key || '/' || box_id::VARCHAR AS rk, caption, {g} AS g, {r} AS r "
-            f"FROM captions WHERE annotator = '{name}' AND NOT {blank_sql('caption')}"
-        )
-        return sql, captioner[0]
-    sql = (  # an image is in a race group only when all its labelled boxes share that race
-        "SELECT shard || '/' || key AS rk, caption, gender AS g, "
-        "CASE WHEN len(races) = 1 THEN races[1] END AS r "
-        f"FROM person_images WHERE NOT {blank_sql('caption')}"
-    )
-    return sql, "alt-text"
-
-
-def _sample(con: Any, text: str, max_texts: int, seed: int) -> tuple[list[str], list, list, str, int]:
-    """The theme sample: texts, gender and race identities, the source, and how many texts exist."""
-    sql, source = _identity_sql(text, con)
-    if not sql:
-        return [], [], [], "", 0
-    total = con.execute(f"SELECT count(*) FROM ({sql})").fetchone()[0]
-    rows = con.execute(
-        f"SELECT caption, g, r FROM ({sql}) ORDER BY md5(rk || ?), rk LIMIT ?", [f"#{seed}", max_texts]
-    ).fetchall()
-    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], source, total
-
-
-def _embeddings(texts: list[str], model: str, work: Path, device: str) -> Any:
-    """Embeddings of ``texts``, cached in ``work`` by (model, texts)."""
-    import numpy as np
-
-    from .themes import embed_texts
-
-    digest = hashlib.sha256(json.dumps([model, texts], ensure_ascii=False).encode("utf-8")).hexdigest()[:24]
-    path = work / f"embeddings-{digest}.npy"
-    if path.is_file():
-        try:
-            emb = np.load(path, allow_pickle=False)
-            if emb.ndim == 2 and emb.shape[0] == len(texts):
-                return emb
-        except (OSError, ValueError):
-            pass
-        logger.warning("%s: unreadable; embedding again", path.name)
-    emb = embed_texts(texts, model, device=device)
-    import io
-
-    buf = io.BytesIO()
-    np.save(buf, emb, allow_pickle=False)
-    atomic_write_bytes(path, buf.getvalue())
-    return emb
-
-
-def _themes(
-    con: Any,
-    attributes: list[str],
-    work: Path,
-    *,
-    model: str,
-    text: str | None,
-    max_texts: int,
-    latents: int,
-    k: int,
-    steps: int,
-    min_support: int,
-    n_boot: int,
-    seed: int,
-    device: str,
-    progress: Any,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(themes section, its settings); raises ValueError when there are too few texts."""
-    from .sae import train_sae
-    from .themes import themes
-
-    views = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    kind = text or ("person" if "captions" in views else "alt")
-    if kind == "person" and "captions" not in views:
-        raise ValueError(
-            "the folder has no person captions for --themes-text person; run fairsets annotate caption"
-        )
-    texts, genders, races, source, total = _sample(con, kind, max_texts, seed)
-    settings = {
-        "model": model,
-        "text": kind,
-        "latents": latents,
-        "k": k,
-        "steps": steps,
-        "min_support": min_support,
-        "n_boot": n_boot,
-        "seed": seed,
-        "max_texts": max_texts,
-    }
-    if len(texts) < 2 * min_support:
-        raise ValueError(
-            f"only {len(texts)} non-empty {source or kind} texts; themes need at least {2 * min_support} "
-            "(lower --min-support or annotate more images)"
-        )
-    emb = _embeddings(texts, model, work, device)
-    key = hashlib.sha256(json.dumps([settings, emb.shape], sort_keys=True).encode()).hexdigest()[:16]
-    with _stage(progress, "training the theme SAE", steps) as advance:
-        sae = train_sae(
-            emb,
-            latents=latents,
-            k=min(k, latents),
-            steps=steps,
-            seed=seed,
-            checkpoint_dir=work / f"sae-{key}",
-            on_step=lambda step, loss: advance(1),
-        )
-    acts = sae.encode(emb)
-    by_attr: dict[str, Any] = {}
-    for attr, ids in (("gender", genders), ("race", races)):
-        if attr in attributes and any(v is not None for v in ids):
-            by_attr[attr] = themes(acts, ids, texts, min_support=min_support, n_boot=n_boot, seed=seed)
-    section = {
-        "text": kind,
-        "source": source,
-        "n_texts": len(texts),
-        "n_available": total,
-        "sampled": total > len(texts),
-        "sae": {"latents": sae.latents, "k": sae.k, "steps": sae.steps, "metrics": sae.metrics},
-        "by_attribute": by_attr,
-        "definitions": {
-            "sample": f"at most {max_texts} non-empty texts, the ones with the smallest hash of their "
-            "row key and the seed (the same sample on every run)",
-            "identity": "person captions: the box's perceived gender and race; alt-texts: the image-level "
-            "gender, and a race only when every labelled box of the image has that race",
-        },
-    }
-    return section, settings
-
-
 def run_persons_audit(
     ann: str | os.PathLike[str],
     out: str | os.PathLike[str],
     *,
     crime_words: str | os.PathLike[str] | None = None,
+    exclusions: str | os.PathLike[str] | None = None,
     min_count: int = 100,
+    group_rule: str = DEFAULT_GROUP_RULE,
+    delta_reference: str = "all",
     sentiment: str | None = "vader",
     sentiment_workers: int = 1,
     themes: str | None = "auto",
@@ -217,6 +84,9 @@ def run_persons_audit(
     memory_limit: str | None = None,
     report: bool = True,
     progress: Any = None,
+    identity_mask: bool = True,
+    pmi: str = "binary",
+    correct_with: Sequence[str | os.PathLike[str]] = (),
 ) -> dict[str, Any]:
     """Audit the annotation folder ``ann`` into ``out`` (see the module docstring).
 
@@ -224,7 +94,11 @@ def run_persons_audit(
         ann: the annotation folder (``fairsets annotate persons --out``, then ``classify``).
         out: the output folder (``audit.json``, ``report.html``, ``.work/``).
         crime_words: a TOML word list (``words = [...]``); default: the list that ships.
+        exclusions: a file of innocent-sense phrases (:func:`.words.load_exclusions`); default:
+            the table that ships.
         min_count: the fewest texts (or images) behind a reported ratio.
+        group_rule: the image-level group rule of every section, ``exclusive`` or ``any``.
+        delta_reference: the reference set of crime-word Δ, ``all`` or ``complement``.
         sentiment: ``"vader"``, a transformer model (local folder or hub id), or None.
         sentiment_workers: processes scoring VADER in parallel (the same numbers for any count).
         themes: ``"auto"`` (MiniLM when it loads), a sentence-transformers model, or None.
@@ -234,6 +108,10 @@ def run_persons_audit(
         threads, memory_limit: DuckDB's (default: its own).
         report: also write ``report.html``.
         progress: a :class:`fairsets.core.progress.Progress`.
+        identity_mask: mask the identity words of the theme texts before embedding them.
+        pmi: ``binary`` or ``weighted`` theme PMI.
+        correct_with: ``annotate verify`` reports (``verify_{attr}.json`` or their folder); the box
+            shares of each attribute they verify are also given corrected (``composition.corrected``).
 
     Returns:
         The audit document (what ``audit.json`` holds).
@@ -250,8 +128,18 @@ def run_persons_audit(
 
     from . import tables
     from .composition import composition
-    from .crime import crime_association, load_crime_words
+    from .crime import DELTA_REFERENCES, crime_association, load_crime_words
+    from .themes import PMI_MODES
+    from .themes_run import run_themes
+    from .words import load_exclusions
 
+    tables.check_group_rule(group_rule)
+    if delta_reference not in DELTA_REFERENCES:
+        raise ValueError(
+            f"delta reference must be one of {', '.join(DELTA_REFERENCES)}; got {delta_reference!r}"
+        )
+    if pmi not in PMI_MODES:
+        raise ValueError(f"pmi must be one of {', '.join(PMI_MODES)}; got {pmi!r}")
     if themes_text not in (None, "person", "alt"):
         raise ValueError(f"themes text must be 'person' or 'alt'; got {themes_text!r}")
     for name, value, least in (
@@ -267,6 +155,7 @@ def run_persons_audit(
             raise ValueError(f"{name} must be an integer ≥ {least}; got {value!r}")
     folder, out = Path(ann), Path(out)
     words = load_crime_words(crime_words) if crime_words is not None else load_crime_words()
+    excluded = load_exclusions(exclusions) if exclusions is not None else load_exclusions()
     con = tables.connect(
         folder, threads=threads, memory_limit=memory_limit, cache=out / WORK_DIR / "facts", progress=progress
     )
@@ -281,15 +170,31 @@ def run_persons_audit(
             "n_shards": n_shards,
             "settings": {
                 "min_count": min_count,
+                "group_rule": group_rule,
+                "delta_reference": delta_reference,
                 "crime_words": Path(crime_words).name if crime_words is not None else "default",
+                "exclusions": Path(exclusions).name if exclusions is not None else "default",
                 "sentiment": None,
                 "themes": None,
+                "correct_with": [Path(p).name for p in correct_with],
             },
+            "definitions": _definitions(group_rule, delta_reference),
         }
         with _stage(progress, "composition and crime words", 2) as step:
-            doc["composition"] = composition(con)
+            doc["composition"] = composition(con, group_rule=group_rule)
+            if correct_with:
+                doc["composition"]["corrected"] = _corrected(
+                    doc["composition"], correct_with, attributes, seed
+                )
             step(1)
-            doc["crime"] = crime_association(con, words, min_count=min_count)
+            doc["crime"] = crime_association(
+                con,
+                words,
+                min_count=min_count,
+                group_rule=group_rule,
+                delta_reference=delta_reference,
+                exclusions=excluded,
+            )
             step(1)
         skipped: dict[str, str | None] = {"sentiment": None, "themes": None}
         doc["sentiment"] = None
@@ -297,7 +202,9 @@ def run_persons_audit(
             skipped["sentiment"] = "not asked for (--sentiment none)"
         else:
             try:
-                section = _sentiment(con, sentiment, min_count, device, sentiment_workers, progress)
+                section = _sentiment(
+                    con, sentiment, min_count, device, sentiment_workers, progress, group_rule
+                )
                 doc["sentiment"] = section
                 doc["settings"]["sentiment"] = section["scorer"]["name"]
             except MissingDependency as exc:
@@ -310,7 +217,7 @@ def run_persons_audit(
         else:
             model = AUTO_THEMES_MODEL if themes == "auto" else themes
             try:
-                section, settings = _themes(
+                section, settings = run_themes(
                     con,
                     attributes,
                     out / WORK_DIR,
@@ -325,6 +232,9 @@ def run_persons_audit(
                     seed=seed,
                     device=device,
                     progress=progress,
+                    group_rule=group_rule,
+                    identity_mask=identity_mask,
+                    pmi=pmi,
                 )
                 doc["themes"], doc["settings"]["themes"] = section, settings
             except (ModelUnavailable, MissingDependency, ValueError) as exc:
@@ -344,12 +254,72 @@ def run_persons_audit(
 
 
 def _sentiment(
-    con: Any, name: str, min_count: int, device: str, workers: int, progress: Any
+    con: Any, name: str, min_count: int, device: str, workers: int, progress: Any, group_rule: str
 ) -> dict[str, Any]:
     from . import sentiment as s
 
     scorer = s.VaderScorer(workers=workers) if name == "vader" else s.TransformerScorer(name, device=device)
-    return s.sentiment(con, scorer=scorer, min_count=min_count, progress=progress)
+    return s.sentiment(con, scorer=scorer, min_count=min_count, progress=progress, group_rule=group_rule)
+
+
+def _verified_attribute(path: Path, attributes: list[str]) -> list[tuple[str, Path]]:
+    """``(attribute, report)`` pairs of one ``--correct-with`` path: a folder gives each
+    ``verify_{attr}.json`` it holds; a file gives the attribute it verifies."""
+    if path.is_dir():
+        found = [(a, path / f"verify_{a}.json") for a in attributes if (path / f"verify_{a}.json").is_file()]
+        if not found:
+            names = " or ".join(f"verify_{a}.json" for a in attributes)
+            raise ValueError(
+                f"{path}: holds no {names}; give the folder fairsets annotate verify --out wrote"
+            )
+        return found
+    try:
+        attr = json.loads(path.read_text(encoding="utf-8")).get("attribute")
+    except (OSError, ValueError, AttributeError):
+        attr = None
+    return [(attr if attr in attributes else (attributes[0] if attributes else "gender"), path)]
+
+
+def _corrected(
+    comp: dict[str, Any], paths: Sequence[Any], attributes: list[str], seed: int
+) -> dict[str, Any]:
+    """Box shares per attribute corrected for the classifier's confusion (:mod:`.correction`),
+    from the labelled boxes' counts (``unlabelled`` left out: no label to correct)."""
+    from .correction import corrected_shares, load_confusion
+
+    out: dict[str, Any] = {}
+    for path in paths:
+        for attr, report in _verified_attribute(Path(path), attributes):
+            confusion = load_confusion(report, attr)
+            table = (comp.get("boxes") or {}).get(attr)
+            if table is None:
+                raise ValueError(f"{report}: verifies {attr}, but the folder has no {attr} labels to correct")
+            counts = {g: e["count"] for g, e in table["groups"].items() if g != UNLABELLED}
+            out[attr] = {"source": report.name, "of": "labelled kept boxes"} | corrected_shares(
+                counts, confusion, seed=seed
+            )
+    return out
+
+
+def _definitions(group_rule: str, delta_reference: str) -> dict[str, str]:
+    """The rules every section shares (each section adds its own ``definitions``)."""
+    return {
+        "perceived": "every group is a classifier's perceived label of a person's appearance, not how "
+        "anyone identifies",
+        "group_rule": f"--group-rule {group_rule}: " + group_rule_definition(group_rule),
+        "unclear_vs_unlabelled": "'unclear' is a label (the classifier could not tell); 'unlabelled' is no "
+        "label at all; they are different groups everywhere",
+        "delta_reference": f"--delta-reference {delta_reference}: crime-word delta_pct divides the group's "
+        + (
+            "rate by the rate over all texts of that kind (the paper's reading)"
+            if delta_reference == "all"
+            else "rate by the rate over the texts not in the group"
+        )
+        + "; the other reading is under crime.alternative",
+        "texts": "alt-texts of person images (images with at least one kept box) and person captions per "
+        "captioner; NULL or blank texts are left out and counted as no_text",
+        "min_count": "ratios of groups with fewer texts than settings.min_count are null, with the reason",
+    }
 
 
 def _stage(progress: Any, what: str, total: int) -> Any:
