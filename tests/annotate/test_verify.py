@@ -157,6 +157,7 @@ def test_numbers_equal_sklearn_and_curve_counts(tmp_path: Path) -> None:
             if len({x for p in sub for x in p}) > 1:
                 assert point["kappa"] == pytest.approx(cohen_kappa_score(*zip(*sub, strict=True)), abs=1e-12)
         assert curve[0]["n"] > curve[5]["n"] > curve[-1]["n"] > 0
+
     # the human-human ceiling over the same boxes as human-classifier (both humans and the classifier)
     def ident(r: dict) -> tuple:
         return (r["shard"], r["key"], r["box_id"])
@@ -169,7 +170,9 @@ def test_numbers_equal_sklearn_and_curve_counts(tmp_path: Path) -> None:
     same = [p for p in same if None not in p]
     hh = rep["human_vs_human"]
     assert hh["n"] == rep["same_boxes"]["n"] == len(same)
-    assert hh["kappa"] == pytest.approx(cohen_kappa_score([p[0] for p in same], [p[1] for p in same]), abs=1e-12)
+    assert hh["kappa"] == pytest.approx(
+        cohen_kappa_score([p[0] for p in same], [p[1] for p in same]), abs=1e-12
+    )
     for i, col in enumerate(("h1", "h2")):
         got = rep["same_boxes"]["human_vs_classifier"][col]
         assert got["n"] == len(same)
