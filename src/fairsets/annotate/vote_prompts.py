@@ -39,6 +39,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10 needs the tomli ba
     import tomli as tomllib  # type: ignore[no-redef]
 
 from ..core.data import derive_seed
+from ..core.plurals import word_forms
 from .layout import AnnotationError
 
 __all__ = [
@@ -291,13 +292,9 @@ _TOKEN = re.compile(r"\w+")
 
 
 def _forms(word: str) -> set[str]:
-    """The lower-case forms the last word of a keyword matches (see :func:`_word`)."""
-    low = word.lower()
-    if low.endswith("man"):
-        return {low, low[:-3] + "men"}
-    if low == "person":
-        return {"person", "persons", "people"}
-    return {low, low + "es"} if low.endswith(("s", "x", "ch", "sh")) else {low, low + "s"}
+    """The lower-case forms the last word of a keyword matches: itself and its plurals
+    (:func:`fairsets.core.plurals.word_forms`, the rule of every word list of fairsets)."""
+    return set(word_forms(word))
 
 
 def _gate(keyword: str) -> set[str] | None:
@@ -309,17 +306,10 @@ def _gate(keyword: str) -> set[str] | None:
 
 
 def _word(word: str, last: bool) -> str:
-    w = re.escape(word)
     if not last:
-        return w
-    low = word.lower()
-    if low.endswith("man"):
-        return w[:-3] + "m[ae]n"
-    if low == "person":
-        return "(?:person|persons|people)"
-    if low.endswith(("s", "x", "ch", "sh")):
-        return w + "(?:es)?"
-    return w + "s?"
+        return re.escape(word)
+    forms = sorted(word_forms(word), key=lambda f: (-len(f), f))
+    return "(?:" + "|".join(re.escape(f) for f in forms) + ")"
 
 
 def _pattern(keyword: str) -> str:

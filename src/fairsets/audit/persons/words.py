@@ -3,7 +3,7 @@
 Crime words (:mod:`.crime`), social categories (:mod:`.transfer`) and the recall keywords of
 ``annotate vote`` all use one rule, written here once:
 
-* **Forms** (:func:`word_forms`): an entry matches in its own form and in the plural(s) of its last
+* **Forms** (:func:`word_forms`, from :mod:`fairsets.core.plurals`): an entry matches in its own form and in the plural(s) of its last
   word, as the `inflect <https://pypi.org/project/inflect/>`_ library gives them (``person`` →
   ``people``; ``salesperson`` → ``salespeople``; ``hero`` → ``heroes``; ``robbery`` →
   ``robberies``; ``policewoman`` → ``policewomen``), with three additions inflect lacks: a
@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,8 @@ try:
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10 needs the tomli backport
     import tomli as tomllib  # type: ignore[no-redef]
+
+from fairsets.core.plurals import word_forms
 
 if TYPE_CHECKING:
     import duckdb
@@ -74,63 +75,6 @@ EXCLUSIONS_RULE = (
 _WORD = r"\pL\pN_"
 #: Marks put around a match by :func:`matched_phrases` (removed from the texts first).
 _OPEN, _CLOSE = "\x01", "\x02"
-#: Plurals inflect does not give (it answers ``thiefs``); added to inflect's, not replacing them.
-_EXTRA_PLURALS = {"thief": ("thieves",)}
-
-
-@lru_cache(maxsize=1)
-def _engine() -> Any:
-    import inflect  # lazy: only the audits that match words pay for it
-
-    return inflect.engine()
-
-
-def _plurals(word: str) -> list[str]:
-    """Plurals of one lower-case word (no spaces): inflect's, plus the additions. A ``-man`` word is
-    also asked capitalised, as inflect knows ``German`` → ``Germans`` and ``Roman`` → ``Romans``
-    only so (other words are not: capitalised, inflect takes them for names, ``Robberys``)."""
-    if not word or not word[-1].isalpha():
-        return []
-    out: list[str] = []
-    if word.endswith("person"):
-        out += [word[:-6] + "persons", word[:-6] + "people"]
-    engine = _engine()
-    variants = (word, word[:1].upper() + word[1:]) if word.endswith("man") else (word,)
-    for variant in variants:
-        plural = engine.plural_noun(variant)
-        if isinstance(plural, str) and plural:
-            out.append(plural.lower())
-    if word.endswith("man"):
-        out.append(word[:-3] + "men")
-    out += _EXTRA_PLURALS.get(word, ())
-    return out
-
-
-@lru_cache(maxsize=65536)
-def _forms(low: str) -> tuple[str, ...]:
-    head, _, last = low.rpartition(" ")
-    prefix = head + " " if head else ""
-    forms = [low, *(prefix + p for p in _plurals(last))]
-    if head and low[-1].isalpha():  # inflect's plural of the whole phrase (partners in crime)
-        whole = _engine().plural_noun(low)
-        if isinstance(whole, str) and whole:
-            forms.append(" ".join(whole.lower().split()))
-    return tuple(dict.fromkeys(forms))
-
-
-def word_forms(word: str) -> list[str]:
-    """The lower-case forms an entry matches: itself and the plural(s) of its last word.
-
-    Runs of whitespace become one space. An entry whose last character is not a letter (``c++``,
-    ``model 3``) gets no plural. See the module docstring for the rule; for example
-    ``word_forms("salesperson") == ["salesperson", "salespersons", "salespeople"]``.
-    """
-    low = " ".join(str(word).lower().split())
-    if not low:
-        return []
-    return list(_forms(low))
-
-
 def _literal(form: str) -> str:
     """RE2 source matching ``form`` literally, a space matching any run of spaces or hyphens."""
     parts = []
@@ -252,6 +196,42 @@ def _key(form: str) -> str:
     return re.sub(r"[\s\-]+", " ", form.lower())
 
 
+# Token marks of :func:`matched_phrases` (control characters, removed from the texts first): a run
+# of word characters is wrapped in W…W; any other character but whitespace and "-" in P…P, its
+# opening P written L when a word ends right before it and its closing P written R when a word
+# starts right after it. A form, marked the same way, then matches exactly where the whole-word
+# rule of :func:`word_pattern` lets it, and a match never takes a character of its neighbours, so
+# adjacent matches ("thief drug dealers") are all found in one left-to-right pass, the longest form
+# at each place first.
+_MARK_OPEN, _MARK_CLOSE, _W, _P, _R, _L = "\x01", "\x02", "\x03", "\x04", "\x05", "\x06"
+_CONTROL = _MARK_OPEN + _MARK_CLOSE + _W + _P + _R + _L
+
+
+def _is_word(ch: str) -> bool:  # \pL, \pN or _ (what RE2 calls a letter or a number)
+    return ch.isalpha() or ch.isnumeric() or ch == "_"
+
+
+def _tokens(form: str) -> str:
+    """``form`` with the token marks of the texts (see the comment above)."""
+    out, run = [], []
+    for ch in form + " ":
+        if _is_word(ch):
+            run.append(ch)
+            continue
+        if run:
+            out.append(_W + "".join(run) + _W)
+            run = []
+        out.append(ch if ch in " \t\n\r\f-" else _P + ch + _P)
+    marked = "".join(out)[:-1]
+    return marked.replace(_W + _P, _W + _L).replace(_P + _W, _R + _W)
+
+
+def _tokens_sql(text_sql: str) -> str:
+    words = f"regexp_replace({text_sql}, '([{_WORD}]+)', chr(3) || '\\1' || chr(3), 'g')"
+    other = f"regexp_replace({words}, '([^{_WORD}\\s\\-\\x03])', chr(4) || '\\1' || chr(4), 'g')"
+    return f"replace(replace({other}, chr(3) || chr(4), chr(3) || chr(6)), chr(4) || chr(3), chr(5) || chr(3))"
+
+
 def matched_phrases(
     con: duckdb.DuckDBPyConnection,
     texts_sql: str,
@@ -264,8 +244,9 @@ def matched_phrases(
 
     ``texts_sql`` is a SELECT whose column ``caption`` holds the texts (NULLs are skipped). Each
     text is lower-cased, its exclusion phrases masked (:func:`masked_sql`), and every match of
-    :func:`word_pattern` in it found (the longest form at a position; a match's separators count as
-    in the pattern). A match's **phrase** is the word before it (a run of letters, digits and
+    :func:`word_pattern` in it found, left to right, the longest form at each place first (so
+    "drug dealers" is one match of ``drug dealer``, not one of ``dealer``; adjacent matches are all
+    found). A match's **phrase** is the word before it (a run of letters, digits and
     ``_``, whatever separates them), the matched text with its whitespace runs made one space, and
     the word after it, joined by single spaces; at the start or end of a text the missing side is
     left out. A phrase's **count** is the number of texts it occurs in (a text repeating a phrase
@@ -288,14 +269,17 @@ def matched_phrases(
         w = " ".join(str(w).split())
         if w and w.lower() not in {e.lower() for e in entries}:
             entries.append(w)
-    core = _alternation(entries)
+    forms = sorted({f for w in entries for f in word_forms(w)}, key=lambda f: (-len(f), f))
+    if not forms:
+        raise ValueError("the word list is empty; give at least one non-empty entry")
+    core = "|".join(_literal(_tokens(f)) for f in forms)
     rows = sorted({(_key(f), i) for i, w in enumerate(entries) for f in word_forms(w)})
     keys = ", ".join(f"({_sql_str(k)}, {i})" for k, i in rows)
-    bound = f"[^{_WORD}\\x01\\x02]"
-    mark = _sql_str(f"(?i)(^|{bound})({core})($|{bound})")
-    rewrite = f"'\\1' || chr(1) || '\\2' || chr(2) || '\\3'"
-    text = masked_sql("translate(caption, chr(1) || chr(2), '  ')", exclusions)
-    marked = f"regexp_replace(regexp_replace({text}, {mark}, {rewrite}, 'g'), {mark}, {rewrite}, 'g')"
+    controls = " || ".join(f"chr({ord(c)})" for c in _CONTROL)
+    clean = f"translate(caption, {controls}, '{' ' * len(_CONTROL)}')"
+    tokens = _tokens_sql(masked_sql(clean, exclusions))
+    marked = f"regexp_replace({tokens}, {_sql_str('(?i)(' + core + ')')}, chr(1) || '\\1' || chr(2), 'g')"
+    marked = f"translate({marked}, {controls.split(' || ', 2)[2]}, '')"
     word, nonword = r"[\pL\pN_]", r"[^\pL\pN_]"
     sql = f"""
         WITH t AS (SELECT row_number() OVER () AS rid, {marked} AS m
@@ -309,13 +293,13 @@ def matched_phrases(
                                             || array_to_string(parts[k + 1:], ''), chr(2), ''),
                                     '^{nonword}*({word}+)', 1) AS rw
               FROM o),
-        f AS (SELECT regexp_replace(hit, '[\\s\\-]+', ' ', 'g') AS key,
+        f AS (SELECT rid, regexp_replace(hit, '[\\s\\-]+', ' ', 'g') AS key,
                      concat_ws(' ', nullif(lw, ''), regexp_replace(hit, '\\s+', ' ', 'g'), nullif(rw, ''))
-                         AS phrase,
-                     count(DISTINCT rid) AS n
-              FROM e GROUP BY ALL),
+                         AS phrase
+              FROM e),
         keys(key, entry) AS (VALUES {keys}),
-        r AS (SELECT k.entry, f.phrase, sum(f.n) AS n FROM f JOIN keys k ON f.key = k.key GROUP BY ALL)
+        r AS (SELECT k.entry, f.phrase, count(DISTINCT f.rid) AS n FROM f JOIN keys k ON f.key = k.key
+              GROUP BY ALL)
         SELECT entry, phrase, n FROM (
             SELECT *, row_number() OVER (PARTITION BY entry ORDER BY n DESC, phrase) AS rank FROM r)
         WHERE rank <= {top} ORDER BY entry, rank
