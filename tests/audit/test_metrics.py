@@ -315,6 +315,8 @@ def test_prompt_metrics_seeded_random_against_reference() -> None:
         "group_mean_similarity",
         "mean_similarity_std",
         "mean_similarity",
+        "mean_similarity_std_present",
+        "group_similarity_summary",
     ]
     s = ref_cosine(img.tolist(), text.tolist())
     counts = ref_counts(ref_topk(s, k), groups, names)
@@ -327,6 +329,18 @@ def test_prompt_metrics_seeded_random_against_reference() -> None:
     assert list(got["group_mean_similarity"]) == names
     assert got["mean_similarity_std"] == pytest.approx(float(np.std(list(means.values()), ddof=0)), abs=1e-12)
     assert got["mean_similarity"] == pytest.approx(sum(s) / n, abs=1e-12)
+    assert got["mean_similarity_std_present"] == got["mean_similarity_std"]  # no empty group
+    for g in names:  # the box-plot statistics, against the standard library
+        mine = sorted(v for v, lab in zip(s, groups, strict=True) if lab == g)
+        q1, med, q3 = statistics.quantiles(mine, n=4, method="inclusive")
+        box = got["group_similarity_summary"][g]
+        assert (
+            box["n"] == len(mine)
+            and box["min"] == pytest.approx(mine[0])
+            and box["max"] == pytest.approx(mine[-1])
+        )
+        assert (box["q1"], box["median"], box["q3"]) == pytest.approx((q1, med, q3), abs=1e-12)
+        assert box["mean"] == pytest.approx(means[g], abs=1e-12)
     # Plain Python numbers, JSON-serialisable, deterministic.
     assert type(got["k"]) is int and type(got["jsd_uniform"]) is float
     assert all(type(v) is int for v in got["topk"].values())
@@ -355,5 +369,43 @@ def test_prompt_metrics_validates() -> None:
         prompt_metrics(img, ["A", "A", "B"], np.ones(3), 1, ["A", "B"])
     with pytest.raises(ValueError, match="3 images"):
         prompt_metrics(img, ["A", "B"], np.ones(2), 1, ["A", "B"])
+
+
+def test_prompt_metrics_counts_a_declared_group_with_no_image() -> None:
+    """Finding 1 of issue 25: a declared group with no image is zero retrievals in the JSD against
+    the uniform over every declared group (not dropped), has no mean (None), and the std over all
+    declared groups is undefined; the std over the groups present is reported apart."""
+    img = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [0.6, 0.8]])
+    labels = ["A", "A", "B", "B"]
+    got = prompt_metrics(img, labels, np.array([1.0, 0.0]), 2, ["A", "B", "C"])
+    assert got["topk"] == {"A": 2, "B": 0, "C": 0}
+    # by hand: P = (1, 0, 0), Q = (1/3, 1/3, 1/3), M = (P + Q) / 2 = (2/3, 1/6, 1/6);
+    # KL(P||M) = log2(3/2); KL(Q||M) = 1/3 log2(1/2) + 2/3 log2(2) = 1/3; JSD = their mean
+    assert got["jsd_uniform"] == pytest.approx(0.5 * math.log2(1.5) + 0.5 / 3, abs=1e-12)
+    assert got["jsd_uniform"] == pytest.approx(ref_jsd([2, 0, 0], [1, 1, 1]), abs=1e-12)
+    assert got["group_mean_similarity"]["C"] is None
+    assert got["group_mean_similarity"]["A"] == pytest.approx((1.0 + 0.8) / 2)
+    assert got["mean_similarity_std"] is None
+    assert got["mean_similarity_std_present"] == pytest.approx(statistics.pstdev([0.9, 0.3]), abs=1e-12)
+    assert got["group_similarity_summary"]["C"] is None
+    assert json.loads(json.dumps(got)) == got
+    # Both groups present and balanced: the same images over the present groups only read 0.0,
+    # the flattering number the old reference set produced for a dataset that lacks C.
+    both = prompt_metrics(img, labels, np.array([1.0, 1.0]), 4, ["A", "B"])
+    assert both["jsd_uniform"] == 0.0
+    assert prompt_metrics(img, labels, np.array([1.0, 1.0]), 4, ["A", "B", "C"])["jsd_uniform"] == (
+        pytest.approx(ref_jsd([2, 2, 0], [1, 1, 1]), abs=1e-12)
+    )
+
+
+def test_empty_groups_are_none_on_request() -> None:
+    s = np.array([0.1, 0.2])
+    assert group_mean_similarity(s, ["A", "A"], ["A", "B"], allow_empty=True) == {
+        "A": pytest.approx(0.15),
+        "B": None,
+    }
+    img = np.array([[1.0, 0.0], [0.0, 1.0]])
+    pos, neg = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    assert job_simulation(img, ["A", "A"], pos, neg, ["A", "B"], allow_empty=True) == {"A": 0.5, "B": None}
     with pytest.raises(ValueError, match="no image"):
-        prompt_metrics(img, ["A", "A", "A"], np.ones(2), 1, ["A", "B"])
+        job_simulation(img, ["A", "A"], pos, neg, ["A", "B"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -36,6 +37,7 @@ def make_audit(
     job: bool = True,
     per_group: int = 5,
     seed: int = 0,
+    declared: list[str] | None = None,
 ) -> dict[str, Any]:
     """An audit dict as ``fairsets audit vlm`` writes it, computed from random embeddings."""
     rng = np.random.default_rng(seed)
@@ -56,6 +58,7 @@ def make_audit(
         texts,
         spec if job else dataclasses.replace(spec, job=None),
         k=k,
+        groups=declared,
         debiased=embeddings.get("debiased"),
         header={
             "dataset": "example-faces",
@@ -148,11 +151,13 @@ def assert_self_contained(text: str, page: Page) -> None:
 @pytest.mark.parametrize(
     ("n_groups", "debiased", "job", "n_images"),
     [
-        (2, False, False, 6),
-        (2, True, True, 7),
-        (36, True, True, 7),
-        (36, False, True, 7),
-        (36, True, False, 6),
+        # per primary prompt: top-k bars, mean bars, similarity boxes; per prompt set: share boxes;
+        # the job bars
+        (2, False, False, 12),
+        (2, True, True, 13),
+        (36, True, True, 13),
+        (36, False, True, 13),
+        (36, True, False, 12),
     ],
 )
 def test_report_is_self_contained(
@@ -195,6 +200,27 @@ def test_report_is_self_contained(
     assert "JSD" in text and "base 2" in text and "ddof=0" in text
 
 
+def test_report_names_empty_groups_states_definitions_and_draws_distributions(tmp_path: Path) -> None:
+    """Finding 1 of issue 25: a declared group with no image is named (setup, warnings), its JSD
+    counts it, the std that does not exist reads "undefined", and the definitions are rendered."""
+    audit = make_audit(["Assam", "Kerala"], declared=["Assam", "Goa", "Kerala"])
+    assert audit["empty_groups"] == ["Goa"] and audit["groups"] == ["Assam", "Goa", "Kerala"]
+    text, page = parse(render_report(audit, tmp_path / "r.html"))
+    cells = set(page.cells)
+    assert "Goa" in cells  # the per-group tables list it (0 images)
+    after = {c: page.cells[i + 1] for i, c in enumerate(page.cells[:-1])}
+    assert after["Empty groups"] == "Goa" and after["Reference set"] == "--groups"
+    assert "have no image" in text and "Goa" in text.split('id="warnings"', 1)[1].split("</div>", 1)[0]
+    for name, rule in audit["definitions"].items():
+        assert name in cells and rule in cells
+    primary = [r for r in audit["results"] if r["primary"] and r["embeddings"] == "original"]
+    assert all(r["metrics"]["mean_similarity_std"] is None for r in primary)
+    assert "undefined" in cells
+    alts = [a for a in re.findall(r'<img alt="([^"]*)"', text)]
+    assert sum(a.startswith("Similarity distribution") for a in alts) == 3
+    assert sum(a.startswith("Top-k share") and "over the prompts" in a for a in alts) == 3
+
+
 def test_figures_grow_with_the_number_of_groups(tmp_path: Path) -> None:
     _, small = parse(render_report(make_audit(["Assam", "Kerala"]), tmp_path / "small.html"))
     _, large = parse(render_report(make_audit(STATES_36), tmp_path / "large.html"))
@@ -215,7 +241,7 @@ def test_text_is_escaped(tmp_path: Path) -> None:
     assert "<script>" not in text and "<b>bold</b>" not in text
     assert "&lt;script&gt;" in text and "&lt;b&gt;bold&lt;/b&gt;" in text
     assert evil in page.cells and "Tamil Nadu & $Puducherry$" in page.cells
-    assert len(png_sizes(page)) == 7  # the '$' did not break matplotlib's text rendering
+    assert len(png_sizes(page)) == 13  # the '$' did not break matplotlib's text rendering
 
 
 def test_report_is_deterministic(tmp_path: Path) -> None:

@@ -149,8 +149,9 @@ def card_audit_section(audit: Mapping[str, Any]) -> str:
         audit: the audit dict (see :mod:`fairsets.audit.report` for the schema).
 
     Returns:
-        Markdown: heading, description, a metrics table per primary prompt, the top-k
-        distribution table and, if present, the job-simulation table.
+        Markdown: heading, description, the reference set (its empty groups named), the warnings and
+        the definitions of the audit, a metrics table per primary prompt, the top-k distribution
+        table and, if present, the job-simulation table.
     """
     mid = _marker_id(_model_id(audit))
     model, attribute = audit.get("model") or "?", audit["attribute"]
@@ -181,13 +182,15 @@ def card_audit_section(audit: Mapping[str, Any]) -> str:
         f"{_num(audit.get('n_images'))} images in {len(groups)} {_text(attribute)} groups, ranked by cosine "
         f"similarity to each prompt; the top-{_num(k)} images are counted per group. "
         "JSD is the Jensen–Shannon divergence (logarithms base 2, in [0, 1], 0 = uniform) between the "
-        "top-k distribution and the uniform distribution over all groups; std is the population standard "
-        "deviation (ddof=0) across groups of the per-group mean cosine similarity to the prompt. Lower is "
-        "fairer for both. Mean similarity is over all images.",
+        "top-k distribution and the uniform distribution over all declared groups; std is the population "
+        "standard deviation (ddof=0) across all declared groups of the per-group mean cosine similarity to "
+        "the prompt (undefined when a declared group has no image). Lower is fairer for both. Mean "
+        "similarity is over all images.",
         "",
         f"Model id {_code(_model_id(audit))}; prompts: {_text(audit.get('prompt_source', 'unknown'))}; "
         f"audited on {_text(date)} with fairsets {_text(audit.get('fairsets_version', '?'))}.",
     ]
+    lines += _reference_lines(audit, groups, attribute)
     debias = audit.get("debias")
     if isinstance(debias, Mapping):
         parts = [f"{key} {_text(debias[key])}" for key in ("method", "alpha", "beta") if key in debias]
@@ -218,10 +221,10 @@ def card_audit_section(audit: Mapping[str, Any]) -> str:
             ("Mean similarity", "mean_similarity"),
         ):
             before = o.get(key) if o else None
-            row = [label, _num(before)]
+            row = [label, _metric(o, key)]
             if has_debiased:
                 after = d.get(key) if d else None
-                row += [_num(after), _pct(before, after)]
+                row += [_metric(d, key), _pct(before, after)]
             rows.append(row)
         set_text = f" ({_text(pset)})" if pset else ""
         lines += ["", f"Prompt “{_text(prompt)}”{set_text}:", "", *_table(head, rows, align)]
@@ -268,6 +271,43 @@ def card_audit_section(audit: Mapping[str, Any]) -> str:
         ]
     lines += ["", _MARK.format(id=mid, which="end")]
     return "\n".join(lines)
+
+
+def _metric(m: Mapping[str, Any] | None, key: str) -> str:
+    """A metric cell: "undefined" where the audit says a number does not exist (the std of group
+    means when a declared group has no image), "–" where the record is missing."""
+    if not m:
+        return "–"
+    if key in m and m[key] is None:
+        return "undefined"
+    return _num(m.get(key))
+
+
+def _reference_lines(audit: Mapping[str, Any], groups: list[str], attribute: str) -> list[str]:
+    """The reference set, its empty groups, the warnings and the definitions of the audit (absent
+    from audits written before they were recorded)."""
+    ref = audit.get("reference")
+    lines: list[str] = []
+    if isinstance(ref, Mapping):
+        empty = [str(g) for g in audit.get("empty_groups") or []]
+        lines += [
+            "",
+            f"Reference set: the {len(groups)} {_text(attribute)} groups declared by "
+            f"{_text(ref.get('source', '?'))}; "
+            + (
+                f"{len(empty)} with no image, counted as zero retrievals: {_text(', '.join(empty))}."
+                if empty
+                else "every one has images."
+            ),
+        ]
+    warnings = [str(w) for w in audit.get("warnings") or []]
+    if warnings:
+        lines += ["", "Warnings:", ""] + [f"- {_text(w)}" for w in warnings]
+    defs = audit.get("definitions")
+    if isinstance(defs, Mapping) and defs:
+        rows = [[_code(k), _text(v)] for k, v in defs.items()]
+        lines += ["", "Definitions:", "", *_table(["Number", "Rule"], rows, ["---", "---"])]
+    return lines
 
 
 # --------------------------------------------------------------------------- README surgery

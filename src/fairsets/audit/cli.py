@@ -103,6 +103,27 @@ def check_dataset(
         die(exc)
 
 
+def _check_groups(
+    dataset: Path, variant: str | None, splits: list[str] | None, attribute: str, groups: str | None
+) -> list[str] | None:
+    """``--groups`` parsed, and (before any model loads) every value present among the declared
+    groups; one line and exit 2 otherwise."""
+    from fairsets.audit.dataset import DatasetError, open_dataset
+    from fairsets.audit.reference import check_labels, parse_groups, present_values, resolve_reference
+
+    try:
+        names = parse_groups(groups) if groups is not None else None
+        ds = open_dataset(dataset)
+        name = variant or ds.default_variant()
+        present = present_values(
+            ds.root, name, list(splits) if splits else ds.default_splits(name), attribute
+        )
+        check_labels(resolve_reference(ds.root, attribute, names, present), present, attribute)
+    except (DatasetError, ValueError) as exc:
+        die(exc)
+    return names
+
+
 def load_vlm_or_die(model: str, pretrained: str | None, device: str) -> Any:
     """The model, or one line saying why it cannot load (exit 2)."""
     from fairsets.core.step import MissingDependency
@@ -141,6 +162,14 @@ def audit_vlm_cmd(
         Path | None,
         typer.Option("--debias", help="A debias transform (fairsets debias fit) to evaluate too."),
     ] = None,
+    groups: Annotated[
+        str | None,
+        typer.Option(
+            "--groups",
+            help="The expected groups, a,b,c: the reference set of the JSD and the std (default: the "
+            "recipe's cells in DATASET/manifest.json, empty ones included).",
+        ),
+    ] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
     batch_size: Annotated[int, typer.Option(help="Images per forward pass.", min=1)] = 32,
     cache_dir: Annotated[
@@ -148,7 +177,10 @@ def audit_vlm_cmd(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
 ) -> None:
-    """Top-k group distributions, JSD from uniform, per-group similarity, robustness, job simulation."""
+    """Top-k group distributions, JSD from uniform, per-group similarity, robustness, job simulation.
+
+    The groups are the declared ones (--groups, else the recipe's cells): a declared group with no
+    image counts as zero retrievals and is named in the output."""
     import dataclasses
 
     from fairsets.audit.dataset import DatasetError
@@ -165,6 +197,7 @@ def audit_vlm_cmd(
     except (OSError, ValueError) as exc:
         die(exc)
     check_dataset(dataset, variant, split, attribute, prefer="test")
+    declared = _check_groups(dataset, variant, split, attribute, groups)
     check_out(out, folder=True)
     if debias is not None:
         from fairsets.debias.transform import DebiasTransform
@@ -185,6 +218,7 @@ def audit_vlm_cmd(
             variant=variant,
             splits=split,
             transform=debias,
+            groups=declared,
             batch_size=batch_size,
             cache_dir=cache_dir,
             progress=Progress(False if quiet else None),
@@ -203,10 +237,16 @@ def audit_vlm_cmd(
                 r["prompt"],
                 r["embeddings"],
                 f"{m['jsd_uniform']:.4f}",
-                f"{m['mean_similarity_std']:.4f}",
+                "undefined (empty group)"
+                if m["mean_similarity_std"] is None
+                else f"{m['mean_similarity_std']:.4f}",
                 f"{m['mean_similarity']:.4f}",
             )
     Console().print(table)
+    ref = doc["reference"]
+    typer.echo(f"reference set: {len(doc['groups'])} {attribute} group(s) from {ref['source']}")
+    for warning in doc.get("warnings") or []:
+        typer.echo(f"warning: {warning}")
     if doc.get("skipped"):
         typer.echo(f"{len(doc['skipped'])} image(s) skipped (see audit.json 'skipped')")
     typer.echo(f"wrote {out / AUDIT_FILE} and {out / REPORT_FILE}")

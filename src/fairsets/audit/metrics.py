@@ -18,19 +18,23 @@ Given one group label per image (for example its Indian state), the audit report
 :func:`prompt_metrics` bundles the per-prompt numbers into one JSON-serialisable dict.
 
 Everything here is plain NumPy, deterministic (ties in the ranking go to the lower image index) and
-returns plain Python ``float``/``int`` values, in the order of the ``group_names`` argument. Inputs are
-validated: shape mismatches, ``k < 1``, empty inputs, non-finite values, zero vectors and unknown
-groups raise :class:`ValueError` with a message saying what is wrong.
+returns plain Python ``float``/``int`` values, in the order of the ``group_names`` argument.
+``group_names`` is the reference set (the declared groups, see :mod:`fairsets.audit.reference`):
+a group with no image is counted with zero retrievals, never dropped. Inputs are validated: shape
+mismatches, ``k < 1``, empty inputs, non-finite values, zero vectors and unknown groups raise
+:class:`ValueError` with a message saying what is wrong.
 
 API:
     * ``cosine_similarity(a, b) -> ndarray`` — ``(n, d), (m, d) -> (n, m)``; ``(n, d), (d,) -> (n,)``
     * ``topk_indices(sims, k) -> ndarray`` — the ``min(k, n)`` best indices, best first
     * ``topk_distribution(sims, groups, k, group_names) -> dict[str, int]``
     * ``jsd(p, q, base=2) -> float`` and ``jsd_uniform(counts) -> float``
-    * ``group_mean_similarity(sims, groups, group_names) -> dict[str, float]``
+    * ``group_mean_similarity(sims, groups, group_names, allow_empty=False) -> dict[str, float | None]``
+    * ``group_similarity_summary(sims, groups, group_names) -> dict`` — per group n, min, quartiles,
+      max, mean (the report's box plots)
     * ``std_of_means(means) -> float``
     * ``pairwise_jsd(distributions) -> dict`` — ``{"pairs", "mean", "max", "n_prompts"}``
-    * ``job_simulation(img, groups, positive, negative, group_names) -> dict[str, float]``
+    * ``job_simulation(img, groups, positive, negative, group_names, allow_empty=False) -> dict``
     * ``prompt_metrics(img, groups, text, k, group_names) -> dict``
 """
 
@@ -46,6 +50,7 @@ import numpy as np
 __all__ = [
     "cosine_similarity",
     "group_mean_similarity",
+    "group_similarity_summary",
     "job_simulation",
     "jsd",
     "jsd_uniform",
@@ -253,28 +258,61 @@ def jsd_uniform(counts: Mapping[str, int] | Sequence[float]) -> float:
 
 
 def group_mean_similarity(
-    sims: np.ndarray, groups: Sequence[str], group_names: Sequence[str]
-) -> dict[str, float]:
+    sims: np.ndarray, groups: Sequence[str], group_names: Sequence[str], *, allow_empty: bool = False
+) -> dict[str, float | None]:
     """Mean similarity of each group's images to the prompt (eq. 15).
 
     Args:
         sims: ``(n,)`` similarities.
         groups: the group label of each image.
         group_names: every group, in report order.
+        allow_empty: a group with no image gets ``None`` (it has no mean) instead of an error.
 
     Returns:
         ``{group: mean}`` in ``group_names`` order.
 
     Raises:
-        ValueError: if a group in ``group_names`` has no image.
+        ValueError: if a group in ``group_names`` has no image (unless ``allow_empty``).
     """
     s = _as_vector(sims, "sims")
     names, idx = _group_index(groups, group_names, s.size)
     sizes = np.bincount(idx, minlength=len(names))
     empty = [g for g, c in zip(names, sizes, strict=True) if c == 0]
-    if empty:
+    if empty and not allow_empty:
         raise ValueError(f"group(s) with no image, so no mean similarity: {empty[:10]}")
-    return {g: float(np.mean(s[idx == i])) for i, g in enumerate(names)}
+    return {g: float(np.mean(s[idx == i])) if sizes[i] else None for i, g in enumerate(names)}
+
+
+def group_similarity_summary(
+    sims: np.ndarray, groups: Sequence[str], group_names: Sequence[str]
+) -> dict[str, dict[str, float | int] | None]:
+    """Per group, the distribution of its images' similarities: what a box plot draws.
+
+    Quartiles and median by :func:`numpy.quantile` (linear interpolation between order statistics,
+    Hyndman–Fan type 7); ``None`` for a group with no image.
+
+    Returns:
+        ``{group: {"n", "min", "q1", "median", "q3", "max", "mean"}}`` in ``group_names`` order.
+    """
+    s = _as_vector(sims, "sims")
+    names, idx = _group_index(groups, group_names, s.size)
+    out: dict[str, dict[str, float | int] | None] = {}
+    for i, g in enumerate(names):
+        v = s[idx == i]
+        if v.size == 0:
+            out[g] = None
+            continue
+        q1, med, q3 = (float(x) for x in np.quantile(v, [0.25, 0.5, 0.75]))
+        out[g] = {
+            "n": int(v.size),
+            "min": float(v.min()),
+            "q1": q1,
+            "median": med,
+            "q3": q3,
+            "max": float(v.max()),
+            "mean": float(v.mean()),
+        }
+    return out
 
 
 def std_of_means(means: Mapping[str, float]) -> float:
@@ -331,7 +369,9 @@ def job_simulation(
     positive: np.ndarray,
     negative: np.ndarray,
     group_names: Sequence[str],
-) -> dict[str, float]:
+    *,
+    allow_empty: bool = False,
+) -> dict[str, float | None]:
     """Job-application simulation (§5.4): per group, the share of images judged "Indian".
 
     An image counts when ``cos(img, positive) > cos(img, negative)`` (strictly; a tie counts as
@@ -342,7 +382,8 @@ def job_simulation(
         groups: the group label of each image.
         positive: ``(d,)`` embedding of the positive prompt ("Indian candidate").
         negative: ``(d,)`` embedding of the negative prompt ("foreign candidate").
-        group_names: every group, in report order; each must have at least one image.
+        group_names: every group, in report order; each must have at least one image unless
+            ``allow_empty`` (then an empty group's share is ``None``: it has no denominator).
 
     Returns:
         ``{group: share in [0, 1]}`` in ``group_names`` order.
@@ -353,10 +394,10 @@ def job_simulation(
     hits = (pos > neg).astype(np.int64)
     sizes = np.bincount(idx, minlength=len(names))
     empty = [g for g, c in zip(names, sizes, strict=True) if c == 0]
-    if empty:
+    if empty and not allow_empty:
         raise ValueError(f"group(s) with no image: {empty[:10]}")
     wins = np.bincount(idx, weights=hits, minlength=len(names))
-    return {g: float(wins[i] / sizes[i]) for i, g in enumerate(names)}
+    return {g: float(wins[i] / sizes[i]) if sizes[i] else None for i, g in enumerate(names)}
 
 
 # --------------------------------------------------------------------------- per-prompt bundle
@@ -367,29 +408,40 @@ def prompt_metrics(
 ) -> dict[str, Any]:
     """All per-prompt metrics of the audit for one text embedding.
 
+    ``group_names`` is the reference set: every declared group, including groups with no image. An
+    empty group counts as zero retrievals in ``topk`` and in the JSD against the uniform
+    distribution over all of ``group_names``; it has no mean similarity (``None``), so
+    ``mean_similarity_std`` (the paper's σ across all N groups) is ``None`` too, and
+    ``mean_similarity_std_present`` gives the σ over the groups with images.
+
     Args:
         img: ``(n, d)`` image embeddings.
-        groups: the group label of each image.
+        groups: the group label of each image (each in ``group_names``).
         text: ``(d,)`` text embedding of the prompt.
         k: top-``k`` (clamped to ``n``; the returned ``"k"`` is the effective value).
-        group_names: every group, in report order; each must have at least one image.
+        group_names: every group, in report order.
 
     Returns:
         ``{"k": int, "topk": {g: int}, "topk_share": {g: float}, "jsd_uniform": float,
-        "group_mean_similarity": {g: float}, "mean_similarity_std": float,
-        "mean_similarity": float}`` — groups in ``group_names`` order, plain Python numbers.
+        "group_mean_similarity": {g: float | None}, "mean_similarity_std": float | None,
+        "mean_similarity": float, "mean_similarity_std_present": float,
+        "group_similarity_summary": {g: {...} | None}}`` — groups in ``group_names`` order,
+        plain Python numbers.
     """
     k = _check_k(k)
     sims = cosine_similarity(img, _as_vector(text, "text"))
     topk = topk_distribution(sims, groups, k, group_names)
     k_eff = min(k, sims.size)
-    means = group_mean_similarity(sims, groups, group_names)
+    means = group_mean_similarity(sims, groups, group_names, allow_empty=True)
+    present = {g: m for g, m in means.items() if m is not None}
     return {
         "k": k_eff,
         "topk": topk,
         "topk_share": {g: c / k_eff for g, c in topk.items()},
         "jsd_uniform": jsd_uniform(topk),
         "group_mean_similarity": means,
-        "mean_similarity_std": std_of_means(means),
+        "mean_similarity_std": std_of_means(means) if len(present) == len(means) else None,
         "mean_similarity": float(np.mean(sims)),
+        "mean_similarity_std_present": std_of_means(present),
+        "group_similarity_summary": group_similarity_summary(sims, groups, group_names),
     }

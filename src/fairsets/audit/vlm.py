@@ -7,6 +7,12 @@ much the top-k distributions differ between synonymous prompts; and the job-appl
 simulation (per group, the share of images closer to the positive prompt than to the negative
 one). With a debias transform, every metric is computed again on the transformed image
 embeddings. Results go to ``OUT/audit.json`` and a self-contained ``OUT/report.html``.
+
+The groups are the declared ones (:mod:`fairsets.audit.reference`: ``--groups``, else the recipe's
+cells recorded in ``manifest.json``), empty ones included: a declared group with no image counts as
+zero retrievals and is named in ``empty_groups``. ``audit.json`` carries a ``definitions`` block
+(the rule of every number) and ``warnings`` (an empty group, a top-k that holds a whole group or
+every image, a reference set that was not declared).
 """
 
 from __future__ import annotations
@@ -23,6 +29,15 @@ import numpy as np
 
 from fairsets.audit.dataset import DatasetError, PublishedDataset, open_dataset
 from fairsets.audit.embeddings import EmbeddingCache, ImageEmbeddings, embed_dataset, embed_texts
+from fairsets.audit.reference import (
+    Reference,
+    audit_warnings,
+    check_labels,
+    definitions,
+    describe,
+    jsonable_sizes,
+    resolve_reference,
+)
 from fairsets.audit.report import AUDIT_SCHEMA, render_report
 from fairsets.core.atomic import atomic_write_text
 from fairsets.core.progress import Progress
@@ -76,6 +91,7 @@ def vlm_audit(
     k: int,
     debiased: np.ndarray | None = None,
     header: dict[str, Any] | None = None,
+    groups: Reference | Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The audit on given embeddings (no model, no files): the ``audit.json`` document.
 
@@ -88,6 +104,12 @@ def vlm_audit(
         debiased: the same images' debiased embeddings (``transform.apply(images)``); adds
             ``debiased`` results.
         header: fields placed first (dataset, model, ...; see ``SCHEMA``).
+        groups: the reference set (:mod:`fairsets.audit.reference`): the declared groups, empty
+            ones included; a plain list counts as given by ``--groups``. ``None``: the labels
+            present, with a warning that nothing was declared.
+
+    Raises:
+        ValueError: on mismatched inputs, or a label that is not a declared group.
     """
     from fairsets.audit import metrics as M
 
@@ -95,11 +117,15 @@ def vlm_audit(
         raise ValueError(f"{len(images)} embeddings but {len(labels)} labels")
     if len(images) == 0:
         raise ValueError("no image to audit")
-    groups = sorted(set(labels))
-    sizes = {g: 0 for g in groups}
-    for g in labels:
-        sizes[g] += 1
     head = dict(header or {})
+    attribute = str(head.get("attribute") or "group")
+    if not isinstance(groups, Reference):
+        groups = resolve_reference(None, attribute, groups, labels)
+    check_labels(groups, labels, attribute)
+    names = list(groups.groups)
+    sizes = jsonable_sizes(names, labels)
+    k_used = int(min(k, len(images)))
+    where = "/".join(str(x) for x in (head.get("variant"), "+".join(head.get("splits") or [])) if x)
     record_base = {key: head.get(key) for key in ("dataset", "model", "pretrained", "attribute")}
     views: list[tuple[str, np.ndarray]] = [("original", np.asarray(images, dtype=np.float32))]
     if debiased is not None:
@@ -113,7 +139,7 @@ def vlm_audit(
         for view, X in views:
             dists = {}
             for prompt in set_prompts:
-                m = M.prompt_metrics(X, labels, texts[prompt], k, groups)
+                m = M.prompt_metrics(X, labels, texts[prompt], k, names)
                 dists[prompt] = m["topk"]
                 results.append(
                     {
@@ -131,14 +157,19 @@ def vlm_audit(
         pos, neg = prompts.job
         job = {"positive": pos, "negative": neg}
         for view, X in views:
-            job[view] = M.job_simulation(X, labels, texts[pos], texts[neg], groups)
+            job[view] = M.job_simulation(X, labels, texts[pos], texts[neg], names, allow_empty=True)
     return {
         "schema": SCHEMA,
         **head,
-        "k": int(min(k, len(images))),
+        "k": k_used,
+        "k_requested": int(k),
         "n_images": len(images),
-        "groups": groups,
+        "groups": names,
         "group_sizes": sizes,
+        "reference": describe(groups),
+        "empty_groups": [g for g in names if not sizes[g]],
+        "warnings": audit_warnings(groups, sizes, k, attribute, where),
+        "definitions": definitions(attribute, groups, int(k), k_used, len(images)),
         "jsd_log_base": 2,
         "std_ddof": 0,
         "prompt_source": prompts.source,
@@ -160,6 +191,7 @@ def run_vlm_audit(
     variant: str | None = None,
     splits: Sequence[str] | None = None,
     transform: DebiasTransform | str | os.PathLike[str] | None = None,
+    groups: Sequence[str] | None = None,
     device: str = "cpu",
     batch_size: int = 32,
     cache_dir: str | os.PathLike[str] | None = None,
@@ -178,6 +210,9 @@ def run_vlm_audit(
         variant: dataset variant (default ``balanced`` if present).
         splits: splits to evaluate (default ``test`` if present, else all).
         transform: a debias transform (or its file) to evaluate as well.
+        groups: the reference set (``--groups``); default: the groups the dataset's build declared
+            for ``attribute`` (its recipe's cells in ``manifest.json``, empty ones included), else
+            the values present, with a warning (:mod:`fairsets.audit.reference`).
         device, batch_size, cache_dir, progress: embedding options.
 
     Returns:
@@ -210,6 +245,8 @@ def run_vlm_audit(
         ds, vlm, variant, splits, batch_size=batch_size, cache_dir=cache_dir, progress=progress
     )
     emb, labels = group_labels(emb, attribute)
+    reference = resolve_reference(ds.root, attribute, groups, labels)
+    check_labels(reference, labels, attribute)
     cache = EmbeddingCache.for_dataset(ds, vlm, cache_dir)
     wanted = prompts.all_prompts() + (list(prompts.job) if prompts.job else [])
     text_vecs = embed_texts(vlm, wanted, cache=cache)
@@ -226,7 +263,9 @@ def run_vlm_audit(
         "attribute": attribute,
     }
     debiased = transform.apply(emb.vectors) if transform is not None else None
-    doc = vlm_audit(emb.vectors, labels, texts, prompts, k=k, debiased=debiased, header=header)
+    doc = vlm_audit(
+        emb.vectors, labels, texts, prompts, k=k, debiased=debiased, header=header, groups=reference
+    )
     doc["debias"] = (
         None
         if transform is None

@@ -7,7 +7,7 @@ from typing import Any
 
 from .checks import EMBEDDINGS
 from .formatting import format_change, format_number
-from .plots import bar_png
+from .plots import bar_png, box_png, box_stats
 
 __all__ = ["build_context"]
 
@@ -44,6 +44,53 @@ def _prompt_order(audit: Mapping[str, Any]) -> list[tuple[Any, str, bool]]:
     return [(s, p, prim) for (s, p), prim in seen.items()]
 
 
+def _cell(m: Mapping[str, Any] | None, key: str) -> str:
+    """A metric for a table: "undefined" where the audit records that the number does not exist
+    (the std over the declared groups when one has no image), "–" where there is no record."""
+    if m is not None and key in m and m[key] is None:
+        return "undefined"
+    return _num(m.get(key) if m else None)
+
+
+def _float(x: Any) -> float:
+    """A plotted value: a number, or NaN for a group without one (no image: no mean, no share)."""
+    return float(x) if isinstance(x, (int, float)) else float("nan")
+
+
+def _share_boxes(audit: Mapping[str, Any], groups: list[str], series: list[str]) -> list[dict[str, Any]]:
+    """Per prompt set with two or more prompts: box plots of each group's top-k share over the set's
+    prompts (how much the synonymous prompts move each group)."""
+    shares: dict[Any, dict[str, dict[str, list[float]]]] = {}
+    for r in audit["results"]:
+        m = r["metrics"]
+        k = m.get("k") or 0
+        per = shares.setdefault(r.get("prompt_set"), {}).setdefault(r["embeddings"], {})
+        for g in groups:
+            share = (m.get("topk_share") or {}).get(g)
+            if share is None and k:
+                share = m["topk"].get(g, 0) / k
+            per.setdefault(g, []).append(share)
+    out = []
+    for pset, by_emb in shares.items():
+        n_prompts = max((len(v) for per in by_emb.values() for v in per.values()), default=0)
+        if n_prompts < 2:
+            continue
+        data = [(e, [box_stats(by_emb[e].get(g, [])) for g in groups]) for e in series if e in by_emb]
+        out.append(
+            {
+                "set": pset if pset is not None else "",
+                "n_prompts": n_prompts,
+                "png": box_png(
+                    groups,
+                    data,
+                    title=f"Top-k share per {audit['attribute']} over the {n_prompts} prompts of “{pset}”",
+                    ylabel="share of the top-k",
+                ),
+            }
+        )
+    return out
+
+
 def build_context(audit: Mapping[str, Any]) -> dict[str, Any]:
     index = _index(audit)
     groups: list[str] = list(audit["groups"])
@@ -60,7 +107,7 @@ def build_context(audit: Mapping[str, Any]) -> dict[str, Any]:
         o, d = metrics(pset, prompt, "original"), metrics(pset, prompt, "debiased")
         before = o.get(key) if o else None
         after = d.get(key) if d else None
-        return {"original": _num(before), "debiased": _num(after), "change": _pct(before, after)}
+        return {"original": _cell(o, key), "debiased": _cell(d, key), "change": _pct(before, after)}
 
     summary_rows = []
     primary_sections = []
@@ -79,9 +126,23 @@ def build_context(audit: Mapping[str, Any]) -> dict[str, Any]:
         k_eff = next((int(m["k"]) for m in ms.values()), None)
         topk_series = [(e, [m["topk"].get(g, 0) for g in groups]) for e, m in ms.items()]
         mean_series = [
-            (e, [m["group_mean_similarity"].get(g, float("nan")) for g in groups]) for e, m in ms.items()
+            (e, [_float(m["group_mean_similarity"].get(g)) for g in groups]) for e, m in ms.items()
         ]
-        std_text = ", ".join(f"{e} {_num(m['mean_similarity_std'])}" for e, m in ms.items())
+        summaries = {e: m.get("group_similarity_summary") for e, m in ms.items()}
+        sim_box_png = (
+            box_png(
+                groups,
+                [(e, [sm.get(g) for g in groups]) for e, sm in summaries.items() if isinstance(sm, Mapping)],
+                title=f"Cosine similarity of the images per {audit['attribute']} — “{prompt}”",
+                ylabel="cosine similarity",
+            )
+            if any(isinstance(sm, Mapping) for sm in summaries.values())
+            else None
+        )
+        std_text = ", ".join(
+            f"{e} {_num(m['mean_similarity_std']) if m['mean_similarity_std'] is not None else 'undefined'}"
+            for e, m in ms.items()
+        )
         jsd_text = ", ".join(f"{e} {_num(m['jsd_uniform'])}" for e, m in ms.items())
         topk_png = bar_png(
             groups,
@@ -119,6 +180,7 @@ def build_context(audit: Mapping[str, Any]) -> dict[str, Any]:
                 "k": k_eff,
                 "topk_png": topk_png,
                 "mean_png": mean_png,
+                "sim_box_png": sim_box_png,
                 "series": list(ms),
                 "rows": rows,
             }
@@ -149,7 +211,7 @@ def build_context(audit: Mapping[str, Any]) -> dict[str, Any]:
     job_ctx = None
     if isinstance(job, Mapping) and isinstance(job.get("original"), Mapping):
         job_series = [
-            (e, [float(job[e].get(g, float("nan"))) for g in groups])
+            (e, [_float(job[e].get(g)) for g in groups])
             for e in EMBEDDINGS
             if isinstance(job.get(e), Mapping)
         ]
@@ -231,6 +293,8 @@ def build_context(audit: Mapping[str, Any]) -> dict[str, Any]:
         ("Top-k", k_text),
         ("Images", str(audit.get("n_images", "–"))),
         ("Groups", f"{len(groups)}: " + ", ".join(groups)),
+        ("Reference set", (audit.get("reference") or {}).get("source", "–")),
+        ("Empty groups", ", ".join(audit.get("empty_groups") or []) or "none"),
         ("Prompt source", audit.get("prompt_source", "–")),
         ("Created", audit.get("created", "–")),
         ("fairsets version", audit.get("fairsets_version", "–")),
@@ -247,6 +311,9 @@ def build_context(audit: Mapping[str, Any]) -> dict[str, Any]:
         "job": job_ctx,
         "prompt_rows": prompt_rows,
         "k_text": k_text,
+        "warnings": [str(w) for w in audit.get("warnings") or []],
+        "definitions": [(str(k), str(v)) for k, v in (audit.get("definitions") or {}).items()],
+        "share_boxes": _share_boxes(audit, groups, series_names),
         "jsd_base": audit.get("jsd_log_base", 2),
         "std_ddof": audit.get("std_ddof", 0),
     }

@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["DPI", "bar_png", "figure", "group_ticks", "mpl_label", "png_uri"]
+__all__ = ["DPI", "bar_png", "box_png", "box_stats", "figure", "group_ticks", "mpl_label", "png_uri"]
 
 DPI = 100
 _COLOURS = {"original": "#4c72b0", "debiased": "#dd8452"}
@@ -105,4 +105,116 @@ def bar_png(
     ax.set_axisbelow(True)
     if len(series) > 1 or reference is not None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return png_uri(fig)
+
+
+def box_stats(values: Sequence[float]) -> dict[str, float | int] | None:
+    """``{"n", "min", "q1", "median", "q3", "max", "mean"}`` of ``values`` (quartiles by
+    :func:`numpy.quantile`, linear interpolation), the shape of the audit's
+    ``group_similarity_summary``; ``None`` when there is no value."""
+    import numpy as np
+
+    v = np.asarray([float(x) for x in values if x is not None and math.isfinite(float(x))], dtype=float)
+    if v.size == 0:
+        return None
+    q1, med, q3 = (float(x) for x in np.quantile(v, [0.25, 0.5, 0.75]))
+    return {
+        "n": int(v.size),
+        "min": float(v.min()),
+        "q1": q1,
+        "median": med,
+        "q3": q3,
+        "max": float(v.max()),
+        "mean": float(v.mean()),
+    }
+
+
+def box_png(
+    groups: Sequence[str],
+    series: Sequence[tuple[str, Sequence[Any]]],
+    *,
+    title: str,
+    ylabel: str,
+) -> str:
+    """Box plots per group from precomputed statistics (:func:`box_stats`: the box spans the
+    quartiles, the line is the median, the whiskers reach min and max, a dot marks the mean); a
+    group whose statistics are ``None`` (no image) gets an "empty" mark at the axis bottom.
+
+    Args:
+        groups: the x positions, in order.
+        series: ``[(label, [stats or None per group])]``, e.g. original and debiased.
+    """
+    from matplotlib.patches import Patch
+
+    n = len(groups)
+    per_group = 0.18 + 0.14 * max(1, len(series))
+    width = min(max(6.0, 1.6 + per_group * n), 30.0)
+    longest = max((len(str(g)) for g in groups), default=1)
+    height = 3.2 + min(longest, 40) * 0.055
+    fig = figure(width, height)
+    ax = fig.add_subplot()
+    box_w = 0.8 / max(1, len(series))
+    handles = []
+    empty: set[int] = set()
+    for i, (label, stats) in enumerate(series):
+        offset = (i - (len(series) - 1) / 2) * box_w
+        colour = _COLOURS.get(label, "#4c72b0")
+        drawn, positions = [], []
+        for j, st in enumerate(stats):
+            if not st:
+                empty.add(j)
+                continue
+            drawn.append(
+                {
+                    "med": st["median"],
+                    "q1": st["q1"],
+                    "q3": st["q3"],
+                    "whislo": st["min"],
+                    "whishi": st["max"],
+                    "mean": st.get("mean", st["median"]),
+                    "fliers": [],
+                }
+            )
+            positions.append(j + offset)
+        if drawn:
+            ax.bxp(
+                drawn,
+                positions=positions,
+                widths=box_w * 0.8,
+                showmeans=True,
+                showfliers=False,
+                patch_artist=True,
+                boxprops={"facecolor": colour, "alpha": 0.55, "edgecolor": colour},
+                medianprops={"color": "#222222"},
+                meanprops={
+                    "marker": "o",
+                    "markerfacecolor": "white",
+                    "markeredgecolor": "#222222",
+                    "markersize": 4,
+                },
+                whiskerprops={"color": colour},
+                capprops={"color": colour},
+                manage_ticks=False,
+            )
+        handles.append(Patch(facecolor=colour, alpha=0.55, label=mpl_label(label)))
+    lo, hi = ax.get_ylim()
+    for j in sorted(empty):
+        ax.annotate(
+            "empty",
+            (j, 0),
+            xycoords=("data", "axes fraction"),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            fontsize=7,
+            color="#b00020",
+        )
+    ax.set_ylim(lo, hi)
+    group_ticks(ax, groups)
+    ax.set_ylabel(mpl_label(ylabel))
+    ax.set_title(textwrap.fill(mpl_label(title), width=max(40, int(width * 11))), fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    if len(series) > 1:
+        ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return png_uri(fig)

@@ -40,6 +40,7 @@ table.kv th { width: 12rem; }
 details { margin: .5rem 0; }
 summary { cursor: pointer; }
 .sub { color: #555; font-size: .95rem; margin-top: 0; }
+.warn { background: #fff4e5; border: 1px solid #f0b26b; padding: .4rem .8rem; margin: 1rem 0; }
 </style>
 </head>
 <body>
@@ -49,6 +50,10 @@ group attribute <b>{{ a.attribute }}</b>, top-{{ k_text }},
 {{ a.n_images if a.n_images is defined else '?' }} images in {{ a.groups | length }} groups
 {%- if has_debiased %}, original and debiased embeddings{% endif %}.</p>
 
+{% if warnings %}
+<div class="warn" id="warnings"><b>Warnings</b>
+<ul>{% for w in warnings %}<li>{{ w }}</li>{% endfor %}</ul></div>
+{% endif %}
 <h2 id="setup">Setup</h2>
 <table class="kv">
 {% for k, v in setup %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>
@@ -60,10 +65,18 @@ group attribute <b>{{ a.attribute }}</b>, top-{{ k_text }},
 <p class="note">Top-k: the images are ranked by cosine similarity to the prompt and the groups of the
 k best are counted (ties go to the earlier image). JSD is the Jensen–Shannon divergence (not distance)
 between the top-k group distribution and the uniform distribution over all {{ a.groups | length }}
-groups, with logarithms base {{ jsd_base }}, so it lies in [0, 1]; 0 means perfectly uniform. Std is
-the standard deviation (ddof={{ std_ddof }}, population) across groups of each group's mean cosine
-similarity to the prompt; lower is fairer. Mean sim. is the mean cosine similarity over all images.
+declared groups (a group with no image counts as zero retrievals), with logarithms base {{ jsd_base }},
+so it lies in [0, 1]; 0 means perfectly uniform. Std is the standard deviation (ddof={{ std_ddof }},
+population) across all declared groups of each group's mean cosine similarity to the prompt, undefined
+when a declared group has no image; lower is fairer. Mean sim. is the mean cosine similarity over all images.
 Change is (debiased − original) / original.</p>
+{% if definitions %}
+<details open><summary>Definitions (the rule of every number, as in audit.json)</summary>
+<table class="kv">
+{% for k, v in definitions %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>
+{% endfor %}</table>
+</details>
+{% endif %}
 
 <h2 id="summary">Summary of the primary prompts</h2>
 {% if summary_rows %}
@@ -84,7 +97,15 @@ Change is (debiased − original) / original.</p>
 <h3>Mean similarity per {{ a.attribute }}</h3>
 <div class="fig"><img alt="Mean similarity per {{ a.attribute }} for {{ s.prompt }}"
  src="{{ s.mean_png }}"></div>
-<p class="note">The y axis is zoomed to the range of the values; it need not start at 0.</p>
+<p class="note">The y axis is zoomed to the range of the values; it need not start at 0. A group with
+no image has no bar (no mean).</p>
+{% if s.sim_box_png %}
+<h3>Distribution of the similarities per {{ a.attribute }}</h3>
+<div class="fig"><img alt="Similarity distribution per {{ a.attribute }} for {{ s.prompt }}"
+ src="{{ s.sim_box_png }}"></div>
+<p class="note">Box: quartiles; line: median; dot: mean (the bar above); whiskers: min and max of
+the group's images.</p>
+{% endif %}
 <details><summary>Per-{{ a.attribute }} values</summary>
 <table>
 <tr><th rowspan="2">{{ a.attribute }}</th><th rowspan="2">Images</th>
@@ -115,6 +136,12 @@ each set; small values mean the synonymous prompts retrieve the same mix of grou
 {% endfor %}</table>
 </details>
 {% endfor %}
+{% for b in share_boxes %}
+<div class="fig"><img alt="Top-k share per {{ a.attribute }} over the prompts of {{ b.set }}"
+ src="{{ b.png }}"></div>
+{% endfor %}
+{% if share_boxes %}<p class="note">Each box: one group's top-k share over the prompts of the set
+(quartiles, median, mean as a dot, min and max as whiskers).</p>{% endif %}
 {% else %}<p>No prompt-robustness results in the audit.</p>{% endif %}
 
 <h2 id="job">Job-application simulation</h2>
