@@ -97,6 +97,11 @@ def test_warnings_and_errors() -> None:
     assert "singular" in text and "'z'" in text and "small verification sample (20 boxes" in text
     assert res["raw"]["z"] == 0.1 and res["corrected"]["z"] is None and res["condition_number"] is None
     assert res["n"]["counts_corrected"] == 90
+    # a label the classifier gave in the audit but never in the verification sample
+    never = corrected_shares(
+        {"a": 50, "b": 40, "c": 10}, {"a": {"a": 9, "b": 1, "c": 0}, "b": {"a": 1, "b": 9}}, n_boot=0
+    )
+    assert any("'c' by the classifier, a label it never gave" in w for w in never["warnings"])
     ill = {"a": {"a": 500, "b": 495}, "b": {"a": 495, "b": 500}}
     assert any("ill-conditioned" in w for w in corrected_shares({"a": 5, "b": 5}, ill, n_boot=0)["warnings"])
     off = {"a": {"a": 90, "b": 10}, "b": {"a": 10, "b": 90}}

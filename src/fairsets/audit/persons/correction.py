@@ -144,6 +144,12 @@ def corrected_shares(
                 f"{int(counts[lab])} boxes labelled {lab!r} by the classifier: a label the verification "
                 "sample never has, left out of the correction (corrected shares are over the other labels)"
             )
+    for j, lab in enumerate(known):
+        if int(counts.get(lab, 0)) and truths and not cm[:, j].sum():
+            warnings.append(
+                f"{int(counts[lab])} boxes labelled {lab!r} by the classifier, a label it never gave in the "
+                "verification sample: nothing says what they truly are, so they only scale the other shares"
+            )
     for lab in known:
         if rows_n[lab] == 0:
             warnings.append(
@@ -231,7 +237,8 @@ def _definitions(ci: float) -> dict[str, str]:
         "share over bootstrap resamples: each human label's verified boxes redrawn with replacement "
         "(multinomial from its confusion row, same size) and the counts redrawn (multinomial, same total)",
         "warnings": f"a singular or ill-conditioned M (condition number > {CONDITION_WARNING:g}), counted "
-        f"labels the confusion lacks, fewer than {MIN_VERIFIED} verified boxes or fewer than "
+        "labels the confusion lacks or the classifier never gave in the verification sample, a label no "
+        f"verified box has as its human label, fewer than {MIN_VERIFIED} verified boxes or fewer than "
         f"{MIN_PER_LABEL} for a human label, a clipped solution",
     }
 
