@@ -356,8 +356,8 @@ def test_relation_on_planted_linear_data():
     assert out["slope"] == pytest.approx(1.7, abs=0.1) and out["intercept"] == pytest.approx(0.2, abs=0.05)
     t = r * math.sqrt(298 / (1 - r**2))
     assert out["p_value"] == pytest.approx(2 * stats.t.sf(abs(t), 298), rel=1e-6)
-    assert [c["degree"] for c in out["chebyshev"]] == [2, 3, 4, 5]
-    for c in out["chebyshev"]:
+    assert [c["degree"] for c in out["chebyshev"]["in_sample"]] == [2, 3, 4, 5]
+    for c in out["chebyshev"]["in_sample"]:
         assert 0 <= c["r2_gain"] < 0.01
         assert c["r2"] == pytest.approx(_r2_lstsq(x, y, c["degree"]), abs=1e-9)
 
@@ -368,16 +368,22 @@ def test_relation_chebyshev_gain_on_planted_cubic_data():
     y = 4 * x**3 - 3 * x + rng.normal(scale=0.1, size=200)  # T3: nearly orthogonal to a line
     out = transfer.relation(x, y)
     assert out["r2"] == pytest.approx(_r2_lstsq(x, y, 1), rel=1e-9)
-    gains = {c["degree"]: c["r2_gain"] for c in out["chebyshev"]}
+    gains = {c["degree"]: c["r2_gain"] for c in out["chebyshev"]["in_sample"]}
     assert gains[2] < 0.05 and gains[3] > 0.3 and gains[5] >= gains[3] - 1e-12
     assert out["r2"] + gains[3] > 0.95
+    # a real cubic survives cross-validation (5-fold at 200 categories)
+    cv = {c["degree"]: c["r2_gain"] for c in out["chebyshev"]["cross_validated"]}
+    assert out["chebyshev"]["cv"]["scheme"] == "5-fold" and cv[3] > 0.3
 
 
 def test_relation_skips_missing_pairs_and_rejects_bad_input():
     out = transfer.relation([0.0, 1.0, None, 2.0, 3.0, float("nan")], [1.0, 3.0, 4.0, 5.0, 7.5, 2.0])
     assert (out["n"], out["n_skipped"]) == (4, 2)
     assert out["pearson_r"] == pytest.approx(np.corrcoef([0, 1, 2, 3], [1, 3, 5, 7.5])[0, 1])
-    assert [c["degree"] for c in out["chebyshev"]] == [2]  # degree k needs k + 2 points
+    assert [c["degree"] for c in out["chebyshev"]["in_sample"]] == [2]  # degree k needs k + 2 points
+    # leave-one-out trains on 3: the line only, no degree 2 (it needs 4)
+    assert out["chebyshev"]["cv"]["scheme"] == "leave-one-out" and out["chebyshev"]["cross_validated"] == []
+    assert out["chebyshev"]["cv"]["r2_line"] is not None
     with pytest.raises(ValueError, match="x has 2 values and y 1"):
         transfer.relation([1, 2], [1])
     with pytest.raises(ValueError, match="at least 3"):

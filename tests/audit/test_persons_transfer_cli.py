@@ -167,7 +167,7 @@ def audited(planted, gender_head, generated, clip_vlm):
 
 def test_data_bias_counts_match_the_plan(audited):
     _, doc = audited
-    assert doc["schema"] == "fairsets.audit.transfer/1"
+    assert doc["schema"] == "fairsets.audit.transfer/2"
     data = doc["data_bias"]
     kept = {r["category"]: r for r in data["categories"]}
     assert list(kept) == ["nurse", "engineer", "teacher", "pilot"]  # the file's order
@@ -240,7 +240,13 @@ def test_model_bias_matches_numpy_on_the_cached_embeddings(audited, planted, cli
     slope, icept = np.polyfit(x, y, 1)
     r2 = 1 - np.sum((y - slope * x - icept) ** 2) / np.sum((y - y.mean()) ** 2)
     assert rel["r2"] == pytest.approx(r2, abs=1e-9)
-    assert [c["degree"] for c in rel["chebyshev"]] == [2]  # 4 points: degree 2 only (needs degree + 2)
+    cheb = rel["chebyshev"]
+    assert [c["degree"] for c in cheb["in_sample"]] == [2]  # 4 points: degree 2 only (needs degree + 2)
+    # leave-one-out (4 < 50 categories) trains on 3: the line is cross-validated, degree 2 is not
+    loo = np.array([np.polyval(np.polyfit(np.delete(x, i), np.delete(y, i), 1), x[i]) for i in range(4)])
+    assert cheb["cv"]["scheme"] == "leave-one-out" and cheb["cross_validated"] == []
+    assert cheb["cv"]["r2_line"] == pytest.approx(1 - np.sum((y - loo) ** 2) / np.sum((y - y.mean()) ** 2))
+    assert "4 categories" in cheb["warning"]
 
 
 def test_generated_shares_and_relations(audited):
@@ -516,3 +522,97 @@ def test_too_few_kept_categories_give_a_reason_not_a_crash(audited, planted, tmp
     assert rel["relation"] is None and "2 usable pairs" in rel["reason"]
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "not computed" in page and "2 usable pairs" in page
+
+
+# --- issue 25: definitions, race transfer, the per-group table, exclusions ---------------------------
+
+
+def test_definitions_block_states_every_rule(audited):
+    from fairsets.audit.persons.words import default_exclusions_path
+
+    out, doc = audited
+    defs = doc["definitions"]
+    for key in ("group_rule", "images", "denominator", "match", "exclusions", "min_count", "bias",
+                "share_female", "d", "relation.r2", "relation.chebyshev.cross_validated",
+                "relation.cv_scheme", "race.share", "race.d_g"):  # fmt: skip
+        assert defs.get(key), key
+    sha = hashlib.sha256(default_exclusions_path().read_bytes()).hexdigest()
+    assert sha in defs["exclusions"] and doc["settings"]["exclusions_sha256"] == sha
+    assert "blank" in defs["denominator"] and "squared Pearson" in defs["relation.r2"]
+    assert "at least 100" in defs["min_count"] and "leave-one-out" in defs["relation.cv_scheme"]
+    page = _Page()
+    page.feed((out / "report.html").read_text(encoding="utf-8"))
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert sha in html and "cross-validated (leave-one-out)" in page.cells
+
+
+def test_race_transfer_per_group_matches_numpy(audited, planted, clip_vlm):
+    from fairsets.models.embedding_cache import EmbeddingCache
+
+    _, doc = audited
+    race = doc["race"]
+    assert doc["settings"]["race"] is True and race["reason"] is None
+    data = race["data_bias"]
+    # planted: women's boxes are white, men's black; every other image has no race label
+    assert data["groups"] == ["black", "white"]
+    assert data["n_single_race"] == sum(f + m for f, m in PLAN.values())
+    rows = {r["category"]: r for r in data["categories"]}
+    assert list(rows) == ["nurse", "engineer", "teacher", "pilot"]
+    for cat, row in rows.items():
+        f, m = PLAN[cat]
+        assert row["counts"] == {"black": m, "white": f}
+        assert row["shares"]["white"] == pytest.approx(f / (f + m))
+    cache = EmbeddingCache.for_model(planted[1] / ".fairsets" / "embeddings", clip_vlm)
+    vecs = {item: v for (item, _sha), v in cache.load_images().items()}
+    items = race["model_bias"]["probe"]["items"]
+    assert race["model_bias"]["n_probes"] == {"black": 20, "white": 20}
+    W = np.array([vecs[i] for i in items["white"]], dtype=np.float64)
+    B = np.array([vecs[i] for i in items["black"]], dtype=np.float64)
+    W /= np.linalg.norm(W, axis=1, keepdims=True)
+    B /= np.linalg.norm(B, axis=1, keepdims=True)
+    prompts = [r["prompt"] for r in race["model_bias"]["categories"]]
+    t = np.asarray(clip_vlm.embed_texts(prompts), dtype=np.float64)
+    t /= np.linalg.norm(t, axis=1, keepdims=True)
+    d_white = []
+    for j, r in enumerate(race["model_bias"]["categories"]):
+        both = np.concatenate([W @ t[j], B @ t[j]])
+        expected = ((W @ t[j]).mean() - (B @ t[j]).mean()) / both.std()
+        assert r["d"]["white"] == pytest.approx(expected, rel=1e-4, abs=1e-6)
+        assert r["d"]["black"] == pytest.approx(-expected, rel=1e-4, abs=1e-6)  # two groups: mirror
+        d_white.append(expected)
+    rel = race["relations"]["white"]["relation"]
+    x = [rows[c]["shares"]["white"] for c in rows]
+    assert rel["pearson_r"] == pytest.approx(np.corrcoef(x, d_white)[0, 1], abs=1e-4)
+
+
+def test_summary_prints_the_per_group_table(audited, planted):
+    base, ann, cats, _ = planted
+    _, doc = audited
+    out = base / "summary"
+    result = runner.invoke(app, [a for a in _args(ann, cats, out) if a != "-q"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("group "))
+    table = {line.split()[0]: line for line in lines[head + 1 : head + 4]}
+    assert set(table) == {"female", "black", "white"}
+    rel = doc["relations"]["data_clip"]["relation"]
+    assert f"{rel['pearson_r']:.3f}" in table["female"] and f"{rel['r2']:.3f}" in table["female"]
+    white = doc["race"]["relations"]["white"]["relation"]
+    assert f"{white['pearson_r']:.3f}" in table["white"] and "the other races" in table["white"]
+    assert "leave-one-out" in table["female"] and any(line.startswith("warning (") for line in lines)
+
+
+def test_exclusions_and_race_options_fail_in_one_line(planted, tmp_path, no_model):
+    _, ann, cats, _ = planted
+    out = tmp_path / "out"
+    msg = _error(runner.invoke(app, _args(ann, cats, out, "--exclusions", str(tmp_path / "none.toml"))))
+    assert "no such exclusion file" in msg
+    mine = tmp_path / "mine.toml"
+    mine.write_text('phrases = ["nurse shark"]\n')
+    msg = _error(runner.invoke(app, _args(ann, cats, out, "--exclusions", str(mine), "--no-exclusions")))
+    assert "--no-exclusions" in msg
+    norace = write_person_tables(tmp_path / "norace", _specs()[:10], shard_size=200)
+    shutil.rmtree(norace / "attributes" / "race")
+    msg = _error(runner.invoke(app, _args(norace, cats, out, "--race")))
+    assert "no race labels" in msg and "--race" in msg
+    assert not out.exists()

@@ -21,6 +21,21 @@ from ..transfer import DEFAULT_TEMPLATE
 __all__ = ["audit_transfer_cmd"]
 
 
+def _check_race_labels(folder: Path) -> None:
+    from ..tables import connect
+
+    con = connect(folder)
+    try:
+        columns = {row[0] for row in con.execute("DESCRIBE boxes").fetchall()}
+    finally:
+        con.close()
+    if "perceived_race" not in columns:
+        raise ValueError(
+            f"--race: ANN {folder} has no race labels; run fairsets annotate classify {folder} --head "
+            "RACE_HEAD, or leave out --race"
+        )
+
+
 def _check_gender_labels(folder: Path, what: str) -> None:
     from ..tables import connect
 
@@ -54,6 +69,32 @@ def audit_transfer_cmd(
     min_count: Annotated[
         int, typer.Option(help="Keep a category named in at least this many single-gender images.", min=1)
     ] = 100,
+    exclusions: Annotated[
+        Path | None,
+        typer.Option(
+            "--exclusions",
+            help="Innocent-sense phrases masked out of the alt-texts before matching (replaces the "
+            "shipped file).",
+        ),
+    ] = None,
+    no_exclusions: Annotated[
+        bool, typer.Option("--no-exclusions", help="Mask no phrase before matching.")
+    ] = False,
+    race: Annotated[
+        bool | None,
+        typer.Option(
+            "--race/--no-race",
+            help="Race bias transfer per race group against the rest (default: when ANN has race labels).",
+        ),
+    ] = None,
+    cv_folds: Annotated[
+        int | None,
+        typer.Option(
+            help="Folds of the Chebyshev cross-validation (default: leave-one-out below 50 categories, "
+            "else 5).",
+            min=2,
+        ),
+    ] = None,
     probe: Annotated[
         Path | None,
         typer.Option(
@@ -98,6 +139,8 @@ def audit_transfer_cmd(
 
     from .. import transfer as T
     from .. import transfer_run as R
+    from ..transfer_data import exclusions_record
+    from ..transfer_summary import summary_lines
 
     setup_logging(False, quiet)
     errors = library_errors()
@@ -105,7 +148,12 @@ def audit_transfer_cmd(
     try:
         R.check_template(template)
         cats = T.load_categories(categories)
+        if exclusions is not None and no_exclusions:
+            raise ValueError("--exclusions FILE and --no-exclusions contradict each other; give one")
+        phrases, _ = exclusions_record(exclusions, use=not no_exclusions)
         _check_gender_labels(ann, "ANN")
+        if race:
+            _check_race_labels(ann)
         if probe is not None:
             if R.probe_kind(probe) == "annotations":
                 _check_gender_labels(probe, "--probe")
@@ -132,7 +180,8 @@ def audit_transfer_cmd(
 
             con = connect(ann)
             try:
-                kept = [r["category"] for r in T.data_bias(con, cats, min_count=min_count)["categories"]]
+                found = T.data_bias(con, cats, min_count=min_count, exclusions=phrases)
+                kept = [r["category"] for r in found["categories"]]
             finally:
                 con.close()
             if not kept:
@@ -168,6 +217,10 @@ def audit_transfer_cmd(
             categories_source=categories.name if categories else "default",
             template=template,
             min_count=min_count,
+            exclusions=exclusions,
+            use_exclusions=not no_exclusions,
+            race=race,
+            cv_folds=cv_folds,
             probe=probe,
             probe_attribute=probe_attribute,
             max_probe=max_probe,
@@ -184,19 +237,6 @@ def audit_transfer_cmd(
         die(exc)
     if quiet:
         return
-    data = doc["data_bias"]
-    typer.echo(
-        f"{len(data['categories'])} categories kept, {len(data['dropped'])} dropped (< {min_count} images); "
-        f"probe {doc['model_bias']['n_female_probes']} female / {doc['model_bias']['n_male_probes']} male"
-    )
-    for rel in doc["relations"].values():
-        r = rel["relation"]
-        if r is None:
-            typer.echo(f"{rel['x']} → {rel['y']}: not computed ({rel['reason']})")
-        else:
-            gain = max((c["r2_gain"] for c in r["chebyshev"]), default=0.0)
-            typer.echo(
-                f"{rel['x']} → {rel['y']}: ρ = {r['pearson_r']:.3f}, R² = {r['r2']:.3f}, "
-                f"best Chebyshev gain {gain:+.3f} (n = {r['n']})"
-            )
+    for line in summary_lines(doc):
+        typer.echo(line)
     typer.echo(f"wrote {out / R.JSON_FILE}, {out / R.PLOT_FILE} and {out / R.REPORT_FILE}")
