@@ -439,3 +439,17 @@ def test_table_bytes_do_not_depend_on_duckdb_threads_or_batches(tmp_path: Path) 
     groups = pq.ParquetFile(tmp_path / "t1.parquet").metadata
     assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [65536, 65536, 65536, 3392]
     assert digests[0] == digests[1]
+
+
+def test_card_sets_the_human_ceiling_beside_the_classifier_over_the_same_boxes() -> None:
+    from fairsets.annotate.card import _agreement
+
+    v = {
+        "human_vs_classifier": {"h1": {"n": 300, "accuracy": 0.9, "kappa": 0.8}},  # every box h1 labelled
+        "human_vs_human": {"n": 120, "accuracy": 0.85, "kappa": 0.7},
+        "same_boxes": {"n": 120, "human_vs_classifier": {"h1": {"n": 120, "accuracy": 0.8, "kappa": 0.65}}},
+    }
+    text = str(_agreement(v))
+    assert "| human (h1) vs classifier, same boxes | 120 | 0.8 | 0.65 |" in text
+    assert "| human vs human | 120 | 0.85 | 0.7 |" in text
+    assert "| 300 |" not in text  # the all-boxes comparison is not set beside the same-box ceiling

@@ -303,3 +303,24 @@ def test_krippendorff_alpha_is_shown_beside_fleiss_kappa():
     stats.pop("krippendorff_alpha")
     summary = {row[0]: row[1] for row in Page(render_vote_report(stats, [], title="t")).table("items voted")}
     assert summary["Krippendorff's α (nominal)"] == "— (not computed)"
+
+
+def test_the_vote_stats_carry_krippendorff_alpha_over_items_with_missing_answers():
+    from test_agreement import hand_alpha
+
+    ballots = [
+        ballot(1, "male", "male", "male"),
+        ballot(2, "female", None, "female", statuses=("ok", "refused", "ok")),
+        ballot(3, "male", "female", None, statuses=("ok", "ok", "invalid")),
+        ballot(4, None, None, "mixed", statuses=("invalid", "refused", "ok")),
+        ballot(5, "female", "female", "mixed"),
+        ballot(6, "unclear", "unclear", None, statuses=("ok", "ok", "refused")),
+    ]
+    stats = consensus(ballots, NAMES, labels=GENDER).stats
+    votes = [list(b.labels) for b in ballots]
+    got = stats["krippendorff_alpha"]
+    assert got["alpha"] == pytest.approx(float(hand_alpha(votes)), abs=1e-12)
+    assert (got["items"], got["values"], got["items_total"]) == (5, 12, 6)
+    assert stats["fleiss_items"] == 2  # Fleiss' κ sees only the items every annotator answered
+    summary = {row[0]: row[1] for row in Page(render_vote_report(stats, [], title="t")).table("items voted")}
+    assert summary["Krippendorff's α (nominal)"].startswith(f"{got['alpha']:.3f} over 5 items")

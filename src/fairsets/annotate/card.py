@@ -174,9 +174,17 @@ def _with_ci(value: Any, ci: Any) -> str:
 def _agreement(v: Mapping[str, Any]) -> Md | None:
     """The human-agreement tables of ``verification`` (``fairsets annotate verify``): one row per
     comparison (boxes, accuracy and Cohen's κ with their 95% CIs), then κ by minimum box side."""
-    comparisons = {
-        f"human ({c}) vs classifier": d for c, d in sorted((v.get("human_vs_classifier") or {}).items())
-    }
+    same = v.get("same_boxes")
+    if isinstance(same, Mapping) and isinstance(same.get("human_vs_classifier"), Mapping):
+        # Like for like: the human ceiling and each human against the classifier over the same boxes.
+        comparisons = {
+            f"human ({c}) vs classifier, same boxes": d
+            for c, d in sorted(same["human_vs_classifier"].items())
+        }
+    else:
+        comparisons = {
+            f"human ({c}) vs classifier": d for c, d in sorted((v.get("human_vs_classifier") or {}).items())
+        }
     if isinstance(v.get("human_vs_human"), Mapping):
         comparisons["human vs human"] = v["human_vs_human"]
     if not comparisons and ("kappa" in v or "accuracy" in v):

@@ -39,7 +39,14 @@ from typing import Any
 
 from ..core.atomic import atomic_write_text
 from ..core.data import derive_seed
-from .agreement import confusion_matrix, fleiss_kappa, fleiss_table, kappa_from_confusion
+from .agreement import (
+    confusion_matrix,
+    fleiss_kappa,
+    fleiss_table,
+    kappa_from_confusion,
+    krippendorff_alpha,
+    ratings_table,
+)
 from .labels import item_id
 from .vote_prompts import INVALID, OK, REFUSED
 
@@ -176,8 +183,11 @@ def consensus(
         ``items``, ``invalid`` / ``refused`` (per annotator), ``counts`` (``votes`` per annotator and
         label, ``consensus`` before the cap and ``kept`` after it, per label), ``no_consensus``,
         ``relaxed`` (items kept by a relaxation), ``fleiss_kappa`` and ``fleiss_items`` (over the
-        items every annotator answered), and ``pairs`` (per pair of annotators: ``items`` both
-        answered, ``agreement``, ``cohen_kappa`` and ``confusion``). Undefined κ are ``None``.
+        items every annotator answered), ``krippendorff_alpha`` (nominal α over every item with two
+        answers or more, invalid and refused answers missing; the dict of
+        :func:`~fairsets.annotate.agreement.krippendorff_alpha`), and ``pairs`` (per pair of
+        annotators: ``items`` both answered, ``agreement``, ``cohen_kappa`` and ``confusion``).
+        Undefined κ and α are ``None``.
 
     Raises:
         ValueError: Fewer than two annotators or repeated names, a ballot with the wrong number of
@@ -268,6 +278,8 @@ def consensus(
         "seed": seed,
         "fleiss_kappa": fleiss,
         "fleiss_items": len(complete),
+        # α over every item with two answers or more: an invalid or refused answer is missing
+        "krippendorff_alpha": krippendorff_alpha(ratings_table(votes, list(order))) if order else None,
         "pairs": _pairs(names, votes, list(order)),
     }
     return Consensus(rows=rows, stats=stats)
