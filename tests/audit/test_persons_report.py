@@ -19,6 +19,7 @@ from markupsafe import escape
 from person_tables import ImageSpec, write_person_tables
 from PIL import Image
 
+from fairsets.audit.persons import run as audit_run
 from fairsets.audit.persons import tables
 from fairsets.audit.persons.composition import composition
 from fairsets.audit.persons.crime import crime_association
@@ -159,10 +160,15 @@ def build_audit(ann: Path, *, with_sentiment: bool = True, with_themes: bool = T
             "n_shards": len(tables._finished(ann)),
             "settings": {
                 "min_count": MIN_COUNT,
+                "group_rule": "exclusive",
+                "delta_reference": "all",
                 "crime_words": "words.toml",
+                "exclusions": "default",
                 "sentiment": None,
                 "themes": None,
+                "correct_with": [],
             },
+            "definitions": audit_run._definitions("exclusive", "all"),
             "composition": composition(con),
             "crime": crime_association(con, WORDS, min_count=MIN_COUNT),
         }
@@ -285,8 +291,11 @@ def test_setup_shows_settings_and_the_gender_rule(planted):
     assert has_row(page, "Crime words", "words.toml")
     assert has_row(page, "Sentiment scorer", "planted")
     assert has_row(page, "Themes latents", "16") and has_row(page, "Themes min_support", "3")
-    rule = audit["composition"]["definitions"]["images_gender"]
-    assert has_row(page, "images_gender", rule)
+    assert has_row(page, "Group rule", "exclusive") and has_row(page, "Δ reference", "all")
+    assert has_row(page, "images", audit["composition"]["definitions"]["images"])
+    for key, rule in audit["definitions"].items():  # the rules every section shares, stated
+        assert has_row(page, key, rule)
+    assert "unlabelled" in audit["definitions"]["unclear_vs_unlabelled"]
     assert "0.test" in text
 
 
@@ -295,16 +304,12 @@ def test_composition_rows_match_a_plain_count(planted):
     page = parse(text)
     specs = _specs()
     boxes = [b for s in specs for b in s.boxes]
-    labelled = [b for b in boxes if b[0] is not None]
-    for g in ("female", "male", "unclear"):
-        count = sum(1 for b in labelled if b[0] == g)
-        entry = audit["composition"]["boxes"]["gender"]["groups"][g]
+    for g in ("female", "male", "unclear", None):  # one denominator: every kept box
+        count = sum(1 for b in boxes if b[0] == g)
+        name = g or "unlabelled"
+        entry = audit["composition"]["boxes"]["gender"]["groups"][name]
         assert entry["count"] == count
-        assert has_row(page, g, str(count), str(len(labelled)), pct(count / len(labelled)), ci(entry["ci95"]))
-    missing = sum(1 for b in boxes if b[0] is None)
-    assert has_row(
-        page, "no label (of all kept boxes)", str(missing), str(len(boxes)), pct(missing / len(boxes))
-    )
+        assert has_row(page, name, str(count), str(len(boxes)), pct(count / len(boxes)), ci(entry["ci95"]))
     person_images = [s for s in specs if s.boxes]
     both = sum(1 for s in person_images if {"female", "male"} <= {b[0] for b in s.boxes})
     assert has_row(
@@ -319,8 +324,11 @@ def test_composition_rows_match_a_plain_count(planted):
                     attr,
                     g,
                 )
-    with_black = sum(1 for s in person_images if any(b[1] == "black" for b in s.boxes))
-    assert comp["images"]["race"]["groups"]["black"]["count"] == with_black
+    only_black = sum(1 for s in person_images if {b[1] for b in s.boxes} - {None, "unclear"} == {"black"})
+    assert comp["images"]["race"]["groups"]["black"]["count"] == only_black
+    assert "the rows sum to 100%" in text
+    for g, s in comp["alternative"]["images"]["race"]["groups"].items():  # the other rule, in a block
+        assert has_row(page, g, str(s["count"]), str(s["n"]), pct(s["share"]), ci(s["ci95"])), g
     ppi = comp["persons_per_image"]
     assert ppi["max"] == 12 and "Most persons in one image: 12" in text
     for b, c in zip(ppi["bins"], ppi["counts"], strict=True):
@@ -365,6 +373,24 @@ def test_crime_rows_show_delta_counts_and_reasons(planted):
     assert "Person captions by cap" in text
     # the word list is in a collapsible block
     assert re.search(r"<details><summary>Crime words \(2\)</summary>\s*<p>thief, robber</p>", text)
+
+
+def test_crime_shows_both_references_and_the_matched_phrases(planted):
+    audit, _, text = planted
+    page = parse(text)
+    alt = audit["crime"]["alt"]
+    person_images = [s for s in _specs() if s.boxes]
+    hits = [bool(re.search(r"\b(thief|robber)s?\b", s.alt or "")) for s in person_images]
+    black = [h for s, h in zip(person_images, hits, strict=True) if any(b[1] == "black" for b in s.boxes)]
+    rest = [h for s, h in zip(person_images, hits, strict=True) if not any(b[1] == "black" for b in s.boxes)]
+    complement = 100 * ((sum(black) / len(black)) / (sum(rest) / len(rest)) - 1)
+    assert audit["crime"]["alternative"]["alt"]["race"]["black"]["delta_pct"] == pytest.approx(complement)
+    row = next(r for r in page.rows if r[:1] == ["black"] and len(r) == 9)
+    assert row[7] == pct(sum(hits) / len(hits)) and row[8] == f"{complement:+.1f}%"
+    assert "Δ% (complement)" in text and "--delta-reference all" in text
+    assert "Matched phrases per word" in text
+    for p in alt["top_phrases"]["thief"]:
+        assert has_row(page, "thief", p["phrase"], str(p["count"]))
 
 
 def test_sentiment_rows_match_the_planted_scores(planted):

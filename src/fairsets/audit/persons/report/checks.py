@@ -16,7 +16,7 @@ def check_persons_audit(audit: Any) -> list[str]:
     Checks the schema id; that ``annotations`` is a folder name (not a path), ``fairsets_version`` a
     string, ``attributes`` a list of strings, ``n_shards`` a non-negative integer, ``settings`` an
     object with an integer ``min_count``; and that ``composition``, ``crime``, ``sentiment``,
-    ``themes`` and ``skipped`` are objects or null (absent counts as null).
+    ``themes``, ``skipped`` and ``definitions`` are objects or null (absent counts as null).
     """
     if not isinstance(audit, Mapping):
         return [f"the audit must be a JSON object, got {type(audit).__name__}"]
@@ -45,7 +45,7 @@ def check_persons_audit(audit: Any) -> list[str]:
             problems.append("'settings.min_count' must be an integer")
         if settings.get("themes") is not None and not isinstance(settings.get("themes"), Mapping):
             problems.append("'settings.themes' must be an object or null")
-    for key in ("composition", "crime", "sentiment", "themes", "skipped"):
+    for key in ("composition", "crime", "sentiment", "themes", "skipped", "definitions"):
         if audit.get(key) is not None and not isinstance(audit.get(key), Mapping):
             problems.append(f"{key!r} must be an object or null")
     for key in ("sentiment", "crime"):

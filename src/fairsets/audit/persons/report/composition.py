@@ -1,8 +1,9 @@
 """Section 2 of the persons report: composition by perceived gender and race.
 
 Box and image shares with 95 % Wilson intervals and counts (tables and bar charts with error
-bars), the both-gender and unclear shares, the persons-per-image histogram and the box-area
-histogram.
+bars; each table of one denominator, its rows summing to 100 % under the exclusive group rule), the
+shares under the other group rule, the corrected shares (``--correct-with``), the both-gender and
+unclear shares, the persons-per-image histogram and the box-area histogram, and the definitions.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .common import (
     _SHARE_HEAD,
     _ci_bar_png,
     _count,
+    _definitions,
     _details,
     _h,
     _img,
@@ -53,6 +55,7 @@ def _composition(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
     boxes, images = _map(comp.get("boxes")), _map(comp.get("images"))
     missing_attrs = _map(comp.get("missing_attributes"))
+    rule = _text(comp.get("group_rule") or "exclusive")
     for attr in ("gender", "race"):
         blocks.append(_h(f"Perceived {attr}"))
         b, im = boxes.get(attr), images.get(attr)
@@ -63,24 +66,18 @@ def _composition(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
         bgroups = _map(b.get("groups"))
         igroups = _map(_map(im).get("groups"))
         rows = [_share_row(g, s) for g, s in bgroups.items()]
-        rows.append(_share_row("no label (of all kept boxes)", b.get("missing")))
         blocks.append(
             _table(
                 _SHARE_HEAD,
                 rows,
-                f"Kept boxes by perceived {attr} (of the {_count(b.get('n_labelled'))} labelled boxes)",
+                f"Kept boxes by perceived {attr}: all {_count(b.get('n'))} kept boxes, "
+                f"{_count(b.get('n_labelled'))} with a label; the rows sum to 100%",
             )
         )
         if isinstance(im, Mapping):
-            rows = [_share_row(g, s) for g, s in igroups.items()]
-            if attr == "gender":
-                rows.append(_share_row("both female and male boxes", images.get("both_genders")))
-                cap = "Person images by the image-level gender rule"
-            else:
-                rows.append(_share_row("only unclear race labels", im.get("only_unclear")))
-                cap = "Person images with at least one box of each perceived race (may sum over 100%)"
-            rows.append(_share_row("no label on any box", im.get("missing")))
-            blocks.append(_table(_SHARE_HEAD, rows, cap))
+            blocks.append(
+                _table(_SHARE_HEAD, [_share_row(g, s) for g, s in igroups.items()], _image_caption(im))
+            )
         names = list(bgroups) + [g for g in igroups if g not in bgroups]
         if names:
             series = [
@@ -98,17 +95,39 @@ def _composition(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
             png = _ci_bar_png(
                 names,
                 series,
-                title=f"Share by perceived {attr} (95% Wilson intervals)",
+                title=f"Share by perceived {attr} (95% Wilson intervals; images: {rule} rule)",
                 ylabel="share (%)",
                 scale=100.0,
             )
             blocks.append(_img(png, f"Box and image shares by perceived {attr}"))
+        corrected = _map(_map(comp.get("corrected")).get(attr))
+        if corrected:
+            blocks += _corrected(attr, corrected)
+    if images.get("both_genders") is not None:
+        both = _share_row("both female and male boxes", images.get("both_genders"))
+        cap = "Person images with at least one female and one male box (not a row of the gender table)"
+        blocks.append(_table(_SHARE_HEAD, [both], cap))
+    alternative = _map(comp.get("alternative"))
+    alt_images = _map(alternative.get("images"))
+    if any(isinstance(v, Mapping) for v in alt_images.values()):
+        inner = [
+            _table(
+                _SHARE_HEAD, [_share_row(g, s) for g, s in _map(t.get("groups")).items()], _image_caption(t)
+            )
+            for t in alt_images.values()
+            if isinstance(t, Mapping)
+        ]
+        blocks.append(
+            _details(
+                f"Person images under the other group rule ({_text(alternative.get('group_rule'))})", inner
+            )
+        )
     unclear = _map(comp.get("unclear"))
     blocks.append(_h("Unclear labels"))
     if unclear:
         names = {
             "boxes_gender": "boxes labelled unclear (gender)",
-            "images_gender": "person images unclear by the gender rule",
+            "images_gender": "person images whose gender labels are all unclear",
             "boxes_race": "boxes labelled unclear (race)",
             "images_race": "person images whose race labels are all unclear",
         }
@@ -117,6 +136,40 @@ def _composition(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
         blocks.append(_p("No unclear shares: the folder has no gender or race labels."))
     blocks += _persons_per_image(comp.get("persons_per_image"))
     blocks += _box_area(comp.get("box_area"))
+    return blocks
+
+
+def _image_caption(table: Mapping[str, Any]) -> str:
+    rule = _text(table.get("group_rule") or "exclusive")
+    if table.get("multi_membership"):
+        return (
+            f"Person images by the '{rule}' rule (an image is in every group one of its boxes has; the "
+            f"rows sum to {format_share(table.get('sum_of_shares'))}, over 100%)"
+        )
+    return f"Person images by the '{rule}' rule (one group per image; the rows sum to 100%)"
+
+
+def _corrected(attr: str, result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The box shares corrected for the classifier's confusion, beside the raw ones."""
+    raw, fixed, cis = _map(result.get("raw")), _map(result.get("corrected")), _map(result.get("ci95"))
+    rows = [
+        [_text(g), format_share(raw.get(g)), format_share(fixed.get(g)), format_ci(cis.get(g))]
+        for g in _seq(result.get("labels"))
+    ]
+    blocks = [
+        _table(
+            ["", "raw share", "corrected share", "95% CI"],
+            rows,
+            f"Labelled boxes by perceived {attr}, corrected for the classifier's confusion "
+            f"(from {_text(result.get('source'))})",
+        )
+    ]
+    warnings = [_text(w) for w in _seq(result.get("warnings"))]
+    if warnings:
+        blocks.append(_p("Warnings: " + "; ".join(warnings), note=True))
+    blocks += _definitions(
+        {"method": result.get("method"), **_map(result.get("definitions"))}, "corrected shares"
+    )
     return blocks
 
 

@@ -37,9 +37,14 @@ def _setup(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
         ("Attributes", ", ".join(map(str, _seq(audit.get("attributes")))) or "none"),
         ("Shards", _count(audit.get("n_shards"))),
         ("Minimum count", _count(settings.get("min_count"))),
+        ("Group rule", settings.get("group_rule") or "exclusive"),
+        ("Δ reference", settings.get("delta_reference") or "all"),
         ("Crime words", settings.get("crime_words")),
+        ("Innocent-sense exclusions", settings.get("exclusions") or "default"),
         ("Sentiment scorer", settings.get("sentiment") or "none"),
     ]
+    if _seq(settings.get("correct_with")):
+        rows.append(("Corrected with", ", ".join(map(str, _seq(settings.get("correct_with"))))))
     themes = settings.get("themes")
     if isinstance(themes, Mapping):
         for key, value in themes.items():
@@ -47,9 +52,13 @@ def _setup(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
     else:
         rows.append(("Themes", "not run"))
     blocks = [_kv(rows)]
+    shared = _map(audit.get("definitions"))
+    if shared:
+        blocks.append(_h("Definitions", 3))
+        blocks.append(_kv([(_text(k), _text(v)) for k, v in shared.items()]))
     comp_defs = _map(_map(audit.get("composition")).get("definitions"))
     if comp_defs:
-        blocks.append(_h("Definitions", 3))
+        blocks.append(_h("Definitions of the composition", 3))
         blocks.append(_kv([(_text(k), _text(v)) for k, v in comp_defs.items()]))
     return blocks
 

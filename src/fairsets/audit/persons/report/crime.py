@@ -1,8 +1,9 @@
 """Section 3 of the persons report: crime words.
 
-Δ % per group with matches, texts, rate, interval and the reason of every null Δ, for the
-alt-texts and for each person captioner (bar chart of Δ % with the zero line); the word list in a
-collapsible block.
+Δ % per group with matches, texts, rate, interval, the reference set's rate, the Δ against the
+other reference set and the reason of every null Δ, for the alt-texts and for each person
+captioner (bar chart of Δ % with the zero line); the top matched phrases per word; the word list
+in a collapsible block; the definitions.
 """
 
 from __future__ import annotations
@@ -37,14 +38,26 @@ def _crime(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(crime, Mapping):
         return [_p("The crime-word association was not computed (the audit has no crime section).")]
     words = [str(w) for w in _seq(crime.get("words"))]
+    reference = str(crime.get("delta_reference") or "all")
+    alternative = _map(crime.get("alternative"))
+    other = _text(alternative.get("delta_reference") or "–")
+    ref_text = "all texts of that kind" if reference == "all" else "the texts of that kind not in the group"
     blocks: list[dict[str, Any]] = [
         _p(
-            f"Δ% = 100 × (rate of the group / overall rate − 1); Δ is shown only for groups with at least "
-            f"{_count(crime.get('min_count'))} texts and when some text of the baseline matches."
+            f"Δ% = 100 × (rate of the group / rate of the reference set − 1); reference set: {ref_text} "
+            f"(--delta-reference {_text(reference)}); the column “Δ% ({other})” is the other reading. "
+            f"Groups: the {_text(crime.get('group_rule') or 'exclusive')} image-level rule. Δ is shown only "
+            f"for groups with at least {_count(crime.get('min_count'))} texts and when some text of the "
+            f"reference set matches; {_count(crime.get('n_exclusions'))} innocent-sense phrases are masked "
+            "before matching."
         )
     ]
     blocks.append(_details(f"Crime words ({len(words)})", [_p(_cut(_clean(", ".join(words)), 20_000))]))
+    alt_by_title = {"Alt-texts of person images": alternative.get("alt")} | {
+        f"Person captions by {_text(name, 100)}": sec for name, sec in _map(alternative.get("person")).items()
+    }
     for title, sec in _kinds(crime):
+        other_sec = _map(alt_by_title.get(title))
         blocks.append(_h(title))
         if isinstance(sec, str):
             blocks.append(_p(f"Not computed: {sec}."))
@@ -69,6 +82,7 @@ def _crime(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
             rows = []
             for g, r in groups.items():
                 r = _map(r)
+                ref = _map(r.get("reference"))
                 rows.append(
                     [
                         _text(g),
@@ -78,12 +92,24 @@ def _crime(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
                         format_ci(r.get("ci95")),
                         format_delta(r.get("delta_pct")),
                         _text(r.get("reason")) if r.get("reason") else "",
+                        format_share(ref.get("rate")),
+                        format_delta(_map(_map(other_sec.get(attr)).get(g)).get("delta_pct")),
                     ]
                 )
                 plot_names.append(f"{attr}: {g}")
                 plot_values.append(r.get("delta_pct"))
-            cap = f"By perceived {attr}; {_count(sec.get(attr + '_missing'))} texts have no {attr} label"
-            blocks.append(_table([attr, "matches", "texts", "rate", "95% CI", "Δ%", "why no Δ"], rows, cap))
+            head = [
+                attr,
+                "matches",
+                "texts",
+                "rate",
+                "95% CI",
+                "Δ%",
+                "why no Δ",
+                "reference rate",
+                f"Δ% ({other})",
+            ]
+            blocks.append(_table(head, rows, f"By perceived {attr}"))
         if any(_is_num(v) for v in plot_values):
             png = _ci_bar_png(
                 plot_names,
@@ -95,5 +121,19 @@ def _crime(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
             blocks.append(_img(png, f"Crime-word Δ% by group, {title}"))
         elif plot_names:
             blocks.append(_p("No group has a Δ (see the reasons in the tables).", note=True))
+        blocks += _phrases(sec.get("top_phrases"), title)
     blocks += _definitions(crime.get("definitions"), "crime words")
     return blocks
+
+
+def _phrases(found: Any, title: str) -> list[dict[str, Any]]:
+    """The phrases each word matched most, in a collapsible table (what the counts are made of)."""
+    found = _map(found)
+    rows = [
+        [_text(word, 100), _text(_map(p).get("phrase"), 200), _count(_map(p).get("count"))]
+        for word, phrases in found.items()
+        for p in _seq(phrases)
+    ]
+    if not rows:
+        return []
+    return [_details(f"Matched phrases per word — {title}", [_table(["word", "phrase", "texts"], rows)])]

@@ -40,6 +40,7 @@ def _sentiment(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
                 ("Scorer", scorer.get("name")),
                 ("Kind", scorer.get("kind")),
                 ("Minimum count", _count(sent.get("min_count"))),
+                ("Group rule (alt-texts)", sent.get("group_rule") or "exclusive"),
             ]
         )
     ]
@@ -72,7 +73,6 @@ def _sentiment(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
             if not isinstance(groups, Mapping):
                 missing.append(f"no perceived {attr} labels")
                 continue
-            missing.append(f"{_count(sec.get(attr + '_missing'))} texts without a {attr} label")
             for g, r in groups.items():
                 r = _map(r)
                 rows.append(_sent_row(f"{attr}: {g}", r))
@@ -83,7 +83,8 @@ def _sentiment(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
                 neg_cis.append(_map(r.get("negative")).get("ci95"))
                 poss.append(_map(r.get("positive")).get("share"))
                 pos_cis.append(_map(r.get("positive")).get("ci95"))
-        cap = f"{_count(sec.get('no_text'))} empty texts left out; " + "; ".join(missing)
+        cap = "; ".join([f"{_count(sec.get('no_text'))} empty texts left out", *missing])
+        cap += "; negative = the paper's negative ratio"
         blocks.append(_table(head, rows, cap))
         if any(_is_num(v) for v in means):
             png = _ci_bar_png(

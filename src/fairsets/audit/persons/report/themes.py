@@ -39,6 +39,19 @@ def _latent_name(latent: Any, n: int = 4) -> str:
     return ", ".join(words[:n]) if words else "(no distinctive word)"
 
 
+def _mask(mask: Any) -> str:
+    mask = _map(mask)
+    if not mask:
+        return "–"
+    if not mask.get("masked"):
+        return f"not masked ({_text(mask.get('reason') or 'not asked for')})"
+    sources = ", ".join(f"{_text(a)}: {_text(f)}" for a, f in _map(mask.get("sources")).items())
+    return (
+        f"masked as “{_text(mask.get('replacement'))}” ({sources}); {_count(mask.get('words_masked'))} "
+        f"words in {_count(mask.get('texts_masked'))} texts"
+    )
+
+
 def _themes(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
     th = audit.get("themes")
     if not isinstance(th, Mapping):
@@ -53,6 +66,9 @@ def _themes(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
                 ("Texts used", _count(th.get("n_texts"))),
                 ("Texts available", _count(th.get("n_available")) if "n_available" in th else "–"),
                 ("Sampled", "yes" if th.get("sampled") else "no"),
+                ("Identity words", _mask(th.get("identity_mask"))),
+                ("PMI", _text(th.get("pmi") or "binary")),
+                ("Group rule (alt-texts)", _text(th.get("group_rule")) if th.get("group_rule") else "–"),
                 (
                     "SAE latents / k / steps",
                     f"{_count(sae.get('latents'))} / {_count(sae.get('k'))} / {_count(sae.get('steps'))}",
