@@ -62,7 +62,17 @@ def test_audit_writes_json_records_and_a_self_contained_report(audited):
     assert doc["schema"] == "fairsets.audit.vlm/1"
     assert doc["model"] == "ViT-B-32" and doc["pretrained"] == "none" and doc["attribute"] == "state"
     assert doc["k"] == 4 and doc["jsd_log_base"] == 2
-    assert doc["groups"] == ["Assam", "Kerala"]
+    assert doc["groups"] == ["Assam", "Kerala"] and doc["empty_groups"] == []
+    assert doc["reference"] == {
+        "source": "the recipe's cells in manifest.json",
+        "declared": True,
+        "groups": ["Assam", "Kerala"],
+    }
+    assert {"reference_set", "jsd_uniform", "mean_similarity_std", "topk_share", "job"} <= set(
+        doc["definitions"]
+    )
+    # 4 images per state in train and k = 4: each state can be retrieved whole, and the audit says so
+    assert [w for w in doc["warnings"] if w.startswith("k = 4 >= the size of 2 state group(s)")]
     n_prompts = sum(len(v) for v in PROMPT_SETS.values())
     assert len(doc["results"]) == n_prompts  # no transform: one record per prompt
     for rec in doc["results"]:
