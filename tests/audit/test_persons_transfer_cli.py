@@ -176,6 +176,12 @@ def test_data_bias_counts_match_the_plan(audited):
         assert (row["female"], row["male"], row["n"]) == (f, m, f + m)
         assert row["bias"] == pytest.approx((f - m) / (f + m))
         assert row["share_female"] == pytest.approx(f / (f + m))
+    f, m = PLAN["nurse"]  # the texts as _specs writes them, each phrase in its number of texts
+    assert kept["nurse"]["matched_phrases"] == [
+        {"phrase": "a nurse at", "count": f // 2},
+        {"phrase": "two nurses smiling", "count": f - f // 2},
+        {"phrase": "the nurse of", "count": m},
+    ]
     dropped = {r["category"]: (r["female"], r["male"]) for r in data["dropped"]}
     assert dropped == {"baker": PLAN["baker"], "astronaut": (0, 0)}
     single = sum(f + m for f, m in PLAN.values()) + 7  # + the nursery images (female, with alt-text)

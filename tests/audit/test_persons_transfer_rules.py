@@ -265,3 +265,18 @@ def test_race_relations_per_group(tmp_path):
         assert rel[g]["categories"] == cats and rel[g]["x"] == f"data share {g}"
     assert rel["asian"]["relation"] is None and rel["asian"]["reason"] == "no probe image of race asian"
     assert transfer_race.race_relations(data, None)["white"]["reason"] == "no race model bias"
+
+
+def test_kept_categories_list_what_they_matched(tmp_path):
+    specs = [ImageSpec(boxes=[F], alt=alt) for alt in PHRASES for _ in range(2)]
+    specs += [ImageSpec(boxes=[M], alt="A Tailor at work") for _ in range(3)]
+    con = tables.connect(write_person_tables(tmp_path / "ann", specs))
+    out = transfer.data_bias(con, ["tailor", "cleaner"], min_count=1, top_phrases=3)
+    rows = {r["category"]: r["matched_phrases"] for r in out["categories"]}
+    # the tailor-made suit is masked: only the planted phrase, in 2 + 3 texts
+    assert rows["tailor"] == [{"phrase": "a tailor at", "count": 5}]
+    assert rows["cleaner"] == [{"phrase": "the cleaners arrived", "count": 2}]
+    assert (
+        "matched_phrases"
+        not in transfer.data_bias(con, ["tailor"], min_count=1, top_phrases=0)["categories"][0]
+    )

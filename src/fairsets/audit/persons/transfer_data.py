@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .tables import blank_sql
 from .transfer_categories import check_categories, count_named
-from .words import default_exclusions_path, load_exclusions
+from .words import default_exclusions_path, load_exclusions, matched_phrases
 
 if TYPE_CHECKING:
     import duckdb
@@ -90,6 +91,7 @@ def data_bias(
     *,
     min_count: int = 100,
     exclusions: Sequence[str] | None = None,
+    top_phrases: int = 5,
 ) -> dict:
     """Per category, the female and male single-gender images whose alt-text names it.
 
@@ -98,10 +100,14 @@ def data_bias(
         categories: the categories (:func:`.transfer_categories.load_categories`).
         min_count: keep a category when female + male ≥ this; the others are listed in ``dropped``.
         exclusions: phrases masked out of the alt-texts first (None: the shipped list; ``[]``: none).
+        top_phrases: list the phrases (the match with a word each side) each kept category matched
+            most often in these alt-texts, at most this many (0: none), so a reader can see what
+            was counted (:func:`.words.matched_phrases`).
 
     Returns:
-        ``{"categories": [{"category", "female", "male", "n", "bias", "share_female"}, ...]`` (kept,
-        in the order given), ``"dropped": [{"category", "female", "male", "n"}, ...]``,
+        ``{"categories": [{"category", "female", "male", "n", "bias", "share_female",
+        "matched_phrases": [{"phrase", "count"}, ...]}, ...]`` (kept, in the order given),
+        ``"dropped": [{"category", "female", "male", "n"}, ...]``,
         ``"n_single_gender"`` (single-gender images with a non-blank alt-text), ``"n_female"``,
         ``"n_male"``, ``"min_count"`` and ``"definitions"``.
 
@@ -112,9 +118,10 @@ def data_bias(
     _check_min_count(min_count)
     if "perceived_gender" not in _columns(con):
         raise ValueError("the folder has no gender labels; run fairsets annotate classify --attribute gender")
-    counts, totals = count_named(
-        con, cats, group_sql="gender", where_sql=_GENDER_WHERE, exclusions=_exclusions(exclusions)
-    )
+    if isinstance(top_phrases, bool) or not isinstance(top_phrases, int) or top_phrases < 0:
+        raise ValueError(f"top_phrases must be a whole number ≥ 0, not {top_phrases!r}")
+    phrases = _exclusions(exclusions)
+    counts, totals = count_named(con, cats, group_sql="gender", where_sql=_GENDER_WHERE, exclusions=phrases)
     kept, dropped = [], []
     for i, c in enumerate(cats):
         f, m = counts.get(("female", i), 0), counts.get(("male", i), 0)
@@ -125,6 +132,12 @@ def data_bias(
             )
         else:
             dropped.append({"category": c, "female": f, "male": m, "n": n})
+    if kept and top_phrases:
+        texts = f"SELECT caption FROM person_images WHERE {_GENDER_WHERE} AND NOT {blank_sql('caption')}"
+        found = matched_phrases(con, texts, [r["category"] for r in kept], phrases, top=top_phrases)
+        low = {k.lower(): v for k, v in found.items()}
+        for r in kept:
+            r["matched_phrases"] = low.get(r["category"].lower(), [])
     n_f, n_m = totals.get("female", 0), totals.get("male", 0)
     return {
         "categories": kept,
@@ -142,6 +155,8 @@ def data_bias(
             "bias": "(female − male) / (female + male), in [-1, 1]; positive: named more with women",
             "share_female": "female / (female + male), the study's proportion of female images",
             "kept": f"categories named in at least {min_count} such images (female + male)",
+            "matched_phrases": f"per kept category, the {top_phrases} phrases (the match with a word "
+            "each side) it matched in the most of these alt-texts, after masking",
         },
     }
 

@@ -77,12 +77,15 @@ female, {{ data.n_male }} male). Kept: named in at least {{ data.min_count }} of
 <table>
 <tr><th class="l">category</th><th>female</th><th>male</th><th>n</th><th>data bias</th><th>share female</th>
 <th class="l">prompt</th><th>CLIP d(c)</th>
-{% if gen %}<th>generated n</th><th>generated share female</th>{% endif %}</tr>
+{% if gen %}<th>generated n</th><th>generated share female</th>{% endif %}
+<th class="l">most matched phrases (texts)</th></tr>
 {% for r in rows %}<tr><td class="l">{{ r.category }}</td><td>{{ r.female }}</td><td>{{ r.male }}</td>
 <td>{{ r.n }}</td><td class="{{ sign(r.bias) }}">{{ f(r.bias) }}</td><td>{{ f(r.share_female) }}</td>
 <td class="l">{{ r.prompt }}</td><td class="{{ sign(r.d) }}">{{ f(r.d) }}</td>
 {% if gen %}<td>{{ r.gen_n if r.gen_n is not none else "–" }}</td>
-<td>{{ f(r.gen_share) }}</td>{% endif %}</tr>
+<td>{{ f(r.gen_share) }}</td>{% endif %}
+<td class="l">{% for m in r.get("matched_phrases", []) %}{{ m.phrase }} ({{ m.count }}){% if not loop.last %};
+{% endif %}{% endfor %}</td></tr>
 {% endfor %}</table>
 
 <h2>Categories dropped by the count rule ({{ data.dropped|length }})</h2>

@@ -1,9 +1,10 @@
-"""``fairsets audit transfer``: how much of a model's gender bias about social categories the
-alt-texts of an annotation folder predict (:mod:`fairsets.audit.persons.transfer_run`).
+"""``fairsets audit transfer``: how much of a model's gender (and race) bias about social
+categories the alt-texts of an annotation folder predict (:mod:`fairsets.audit.persons.transfer_run`).
 
-Every input is checked before a model loads (the template, the category file, the folder's gender
-labels, the probe, the generated-images layout and the gender head, the output folder), and each
-problem is one line with its fix and exit code 2.
+Every input is checked before a model loads (the template, the category file, the exclusions file,
+the folder's gender labels and, with ``--race``, its race labels, the probe, the generated-images
+layout and the gender head, the output folder), and each problem is one line with its fix and exit
+code 2. The summary (the per-group ρ / R² table) is plain text: group names are data, never markup.
 """
 
 from __future__ import annotations
@@ -132,8 +133,9 @@ def audit_transfer_cmd(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summary.")] = False,
 ) -> None:
-    """Data bias of social categories in the alt-texts vs CLIP (and text-to-image) gender bias:
-    Pearson ρ, R² of the line, Chebyshev gains, a scatter plot and a self-contained report."""
+    """Data bias of social categories in the alt-texts vs CLIP (and text-to-image) gender bias, and
+    per race group when ANN has race labels: Pearson ρ, R² of the line, Chebyshev gains in-sample and
+    cross-validated, a definitions block, a scatter plot and a self-contained report."""
     from fairsets.annotate.cli.options import library_errors
     from fairsets.core.progress import Progress
 
