@@ -10,17 +10,22 @@ so 36 groups stay readable.
 
 Layout, top to bottom:
 
+0. The audit's ``warnings`` (an empty declared group, ``k`` at or above a group's size or ``n``,
+   an undeclared reference set), in a box at the top.
 1. Setup: dataset, variant, splits, model, pretrained weights, attribute, ``k``, image and group
-   counts, prompt source, the debiasing transform (if any), and notes on the metrics (JSD with
-   logarithms base 2 against the uniform distribution over all groups, in ``[0, 1]``; standard
-   deviation of the per-group means with ``ddof=0``).
+   counts, the reference set (where the groups were declared) and its empty groups, prompt
+   source, the debiasing transform (if any), notes on the metrics (JSD with logarithms base 2
+   against the uniform distribution over all declared groups, in ``[0, 1]``; standard deviation
+   of the per-group means with ``ddof=0``) and the audit's ``definitions`` block.
 2. Summary of the primary prompts: JSD, std and mean similarity, original and debiased with the
-   relative change.
+   relative change ("undefined" where the audit records that a number does not exist).
 3. One section per primary prompt: a bar chart of the top-``k`` distribution per group (original
    and debiased side by side, with the uniform count as a dashed line), a bar chart of the
-   per-group mean similarity (std in the title) and a per-group table.
+   per-group mean similarity (std in the title), box plots of each group's similarities beside
+   it, and a per-group table.
 4. Prompt robustness: per prompt set, the mean and max pairwise JSD between the top-``k``
-   distributions of its prompts, with every pair in a collapsible list.
+   distributions of its prompts, with every pair in a collapsible list, and box plots of each
+   group's top-``k`` share over the set's prompts.
 5. Job-application simulation: bar chart and table of the per-group share of images closer to
    the positive than to the negative prompt.
 6. Every prompt: JSD, std and mean similarity of each prompt of each set.
