@@ -261,3 +261,32 @@ def test_masked_identity_words_let_a_planted_sports_theme_reach_the_top(tmp_path
     assert not {w for words in masked for w in words} & GENDER_WORDS
     unmasked = top_words(False)
     assert any(set(words) & GENDER_WORDS for words in unmasked), unmasked  # what the mask removes
+
+
+def test_identity_mask_replaces_whole_identity_words_with_plurals(tmp_path) -> None:
+    from fairsets.annotate.layout import AnnotationError
+    from fairsets.audit.persons.identity import load_identity_mask
+
+    mask = load_identity_mask()
+    texts = [
+        "A Woman surfing with her husband",
+        "two African-Americans and an Asian man",
+        "the manager shelves a mansion; Shell and Hero",
+        "MEN_ONLY sign, men only",
+    ]
+    got, counts = mask.mask(texts)
+    assert got == [
+        "A person surfing with person person",
+        "two person and an person person",
+        "the manager shelves a mansion; Shell and Hero",
+        "MEN_ONLY sign, person only",
+    ]
+    assert counts == {"texts_masked": 3, "words_masked": 7}
+    info = mask.describe()
+    assert info["replacement"] == "person" and info["sources"]["race"] == "race_keywords.toml"
+    gender_only = load_identity_mask(attributes=("gender",))
+    assert gender_only.mask(["an Asian woman"])[0] == ["an Asian person"]
+    bad = tmp_path / "w.toml"
+    bad.write_text("replacement = 'x'\n", encoding="utf-8")
+    with pytest.raises(AnnotationError, match=r"\[gender\] words"):
+        load_identity_mask(bad)
