@@ -227,14 +227,17 @@ def audit_vlm_cmd(
         die(exc)
     if quiet:
         return
-    table = Table(title=f"{doc['model_id']} on {doc['dataset']} ({doc['variant']}/{','.join(doc['splits'])})")
+    from rich.markup import escape
+
+    title = f"{doc['model_id']} on {doc['dataset']} ({doc['variant']}/{','.join(doc['splits'])})"
+    table = Table(title=escape(title))  # data, never markup
     for col in ("prompt", "embeddings", f"JSD top-{doc['k']}", "std of group means", "mean sim"):
         table.add_column(col)
     for r in doc["results"]:
         if r["primary"]:
             m = r["metrics"]
             table.add_row(
-                r["prompt"],
+                escape(r["prompt"]),
                 r["embeddings"],
                 f"{m['jsd_uniform']:.4f}",
                 "undefined (empty group)"
