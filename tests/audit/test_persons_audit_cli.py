@@ -198,3 +198,138 @@ def test_sentiment_with_two_workers_gives_the_same_numbers(ann, audited, tmp_pat
     two = json.loads((out / "audit.json").read_text(encoding="utf-8"))["sentiment"]
     assert one is not None and two == one
     assert one["alt"]["overall"]["n"] == 400 and one["scorer"]["name"] == "vader"
+
+
+def _image_group(labels: list) -> str:
+    named = {x for x in labels if x is not None}
+    known = named - {"unclear"}
+    if not named:
+        return "unlabelled"
+    if not known:
+        return "unclear"
+    return known.pop() if len(known) == 1 else "mixed"
+
+
+def _norm(line: str) -> str:
+    return " ".join(line.split())
+
+
+def test_summary_prints_every_groups_delta_and_sentiment(ann, tmp_path):
+    """Finding 9: the summary printed only the largest |Δ|; now it prints the paper's tables — Δ for
+    every group (against all texts, and the complement beside it) and sentiment per group
+    (negative ratio, mean VADER score) — each number recomputed here from the planted texts."""
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    res = _run(str(ann), "--out", str(tmp_path / "o"), "--themes", "none", "--min-count", "20")
+    assert res.exit_code == 0, res.output
+    lines = {_norm(line) for line in res.output.splitlines()}
+    specs = _specs()
+    units = [
+        (_image_group([b[0] for b in s.boxes]), _image_group([b[1] for b in s.boxes]), s.alt) for s in specs
+    ]
+    hit = {u[2]: "thief" in u[2] for u in units}
+    n, k = len(units), sum(hit[u[2]] for u in units)
+    vader = SentimentIntensityAnalyzer()
+    score = {t: vader.polarity_scores(t)["compound"] for t in hit}
+    groups = [("gender", g) for g in ("female", "male")] + [
+        ("race", r) for r in ("black", "east asian", "white")
+    ]
+    for attr, g in groups:
+        i = 0 if attr == "gender" else 1
+        mine = [u[2] for u in units if u[i] == g]
+        rest = [u[2] for u in units if u[i] != g]
+        m, mr = sum(hit[t] for t in mine), sum(hit[t] for t in rest)
+        d_all = 100 * ((m / len(mine)) / (k / n) - 1)
+        d_comp = 100 * ((m / len(mine)) / (mr / len(rest)) - 1)
+        want = f"{attr} {g} {len(mine)} {m} {100 * m / len(mine):.1f} % {d_all:+.1f} % {d_comp:+.1f} %"
+        assert want in lines, (want, res.output)
+        values = [score[t] for t in mine]
+        neg = sum(v <= -0.05 for v in values) / len(values)
+        want = f"{attr} {g} {len(mine)} {neg:.3f} {sum(values) / len(values):+.3f}"
+        assert want in lines, (want, res.output)
+    assert (
+        "crime-word Δ = rate of the group / rate of all texts of that kind − 1 (--delta-reference all)"
+        in lines
+    )
+    assert any(line.startswith("gender mixed 0 0") and "n < 20" in line for line in lines)
+    assert "group texts matches rate Δ Δ (complement)" in lines
+
+
+def test_summary_prints_data_as_text_not_markup(tmp_path):
+    specs = [ImageSpec([("male", "[red]evil[/red]", 0.1)], alt="a thief") for _ in range(5)]
+    ann = write_person_tables(tmp_path / "ann", specs)
+    res = _run(str(ann), "--out", str(tmp_path / "o"), "--themes", "none", "--sentiment", "none",
+               "--min-count", "1")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    lines = [_norm(line) for line in res.output.splitlines()]
+    assert any(line.startswith("race [red]evil[/red] 5 5 100.0 % +0.0 %") for line in lines), res.output
+    assert "person images by perceived race: [red]evil[/red] 100.0 %" in lines
+
+
+def test_group_rule_delta_reference_and_mask_flags_reach_the_audit(ann, tmp_path):
+    out = tmp_path / "o"
+    res = _run(str(ann), "--out", str(out), "--group-rule", "any", "--delta-reference", "complement",
+               "--sentiment", "none", "--themes", "none", "-q")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert doc["settings"]["group_rule"] == "any" and doc["settings"]["delta_reference"] == "complement"
+    assert doc["composition"]["group_rule"] == "any" and doc["crime"]["group_rule"] == "any"
+    assert doc["crime"]["delta_reference"] == "complement"
+    assert doc["crime"]["alternative"]["delta_reference"] == "all"
+    # under "any" the images with an unclear box are in "unclear" too: 80 of the 400 (every fifth)
+    assert doc["composition"]["images"]["gender"]["groups"]["unclear"]["count"] == 80
+    assert doc["composition"]["images"]["gender"]["multi_membership"] is True
+    for key in ("perceived", "group_rule", "unclear_vs_unlabelled", "delta_reference"):
+        assert doc["definitions"][key]
+    assert "any" in doc["definitions"]["group_rule"] and "complement" in doc["definitions"]["delta_reference"]
+
+
+def _verify_report(path, confusion: dict[str, dict[str, int]], attr: str = "gender"):
+    labels = list(confusion)
+    report = {
+        "attribute": attr,
+        "human_vs_classifier": {"h1": {}},
+        "confusion": {
+            "labels": labels,
+            "default_column": "h1",
+            "by_human_column": {"h1": [[confusion[t][c] for c in labels] for t in labels]},
+        },
+    }
+    path.write_text(json.dumps(report), encoding="utf-8")
+    return path
+
+
+def test_correct_with_reports_corrected_shares_beside_the_raw(ann, tmp_path):
+    import numpy as np
+
+    confusion = {
+        "female": {"female": 180, "male": 15, "unclear": 5},
+        "male": {"female": 30, "male": 165, "unclear": 5},
+        "unclear": {"female": 5, "male": 5, "unclear": 90},
+    }
+    report = _verify_report(tmp_path / "verify_gender.json", confusion)
+    out = tmp_path / "o"
+    res = _run(str(ann), "--out", str(out), "--correct-with", str(report), "--sentiment", "none",
+               "--themes", "none")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    got = doc["composition"]["corrected"]["gender"]
+    assert got["source"] == "verify_gender.json" and doc["settings"]["correct_with"] == ["verify_gender.json"]
+    boxes = [b[0] for s in _specs() for b in s.boxes]
+    labels = ["female", "male", "unclear"]
+    observed = np.array([boxes.count(g) for g in labels], float) / len(boxes)
+    for g, p in zip(labels, observed, strict=True):
+        assert got["raw"][g] == pytest.approx(p)
+    m = np.array([[confusion[t][c] for c in labels] for t in labels], float)
+    m /= m.sum(axis=1, keepdims=True)
+    true = np.linalg.solve(m.T, observed)  # regular and positive here: no clipping
+    assert (true > 0).all()
+    for g, p in zip(labels, true / true.sum(), strict=True):
+        assert got["corrected"][g] == pytest.approx(p, abs=1e-9)
+        lo, hi = got["ci95"][g]
+        assert lo <= got["corrected"][g] <= hi
+    assert "corrected with verify_gender.json" in res.output
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "corrected for the classifier&#39;s confusion" in html or "corrected for the classifier's" in html
+    bad = _run(str(ann), "--out", str(tmp_path / "o2"), "--correct-with", str(tmp_path / "nope.json"))
+    assert bad.exit_code == 2 and "--correct-with" in bad.output

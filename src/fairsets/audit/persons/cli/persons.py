@@ -109,6 +109,7 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
     crime = doc.get("crime") or {}
     alternative = crime.get("alternative") or {}
     reference = crime.get("delta_reference", "all")
+    other = alternative.get("delta_reference", "")
     what = "all texts of that kind" if reference == "all" else "the texts not in the group"
     lines.append(f"crime-word Δ = rate of the group / rate of {what} − 1 (--delta-reference {reference})")
     if crime.get("alt"):
@@ -117,7 +118,9 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
         )
     for captioner, section in (crime.get("person") or {}).items():
         alt = ((alternative.get("person") or {}).get(captioner)) or {}
-        lines += _crime_lines(f"crime words in person captions by {captioner}:", section, alt, min_count)
+        lines += _crime_lines(
+            f"crime words in person captions by {captioner}:", section, alt, other, min_count
+        )
     sent = doc.get("sentiment") or {}
     scorer = (sent.get("scorer") or {}).get("name")
     if sent.get("alt"):
