@@ -40,9 +40,8 @@ def _groups(section: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _crime_lines(
-    title: str, section: dict[str, Any], alternative: dict[str, Any], min_count: int
+    title: str, section: dict[str, Any], alternative: dict[str, Any], other: str, min_count: int
 ) -> list[str]:
-    other = alternative.get("delta_reference", "")
     rows = [["group", "texts", "matches", "rate", "Δ", f"Δ ({other})"]]
     o = section.get("overall") or {}
     rows.append(["all", str(o.get("n")), str(o.get("matches")), _pct(o.get("rate")), "", ""])
