@@ -112,9 +112,8 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
     what = "all texts of that kind" if reference == "all" else "the texts not in the group"
     lines.append(f"crime-word Δ = rate of the group / rate of {what} − 1 (--delta-reference {reference})")
     if crime.get("alt"):
-        lines += _crime_lines(
-            "crime words in alt-texts:", crime["alt"], alternative.get("alt") or {}, min_count
-        )
+        alt = alternative.get("alt") or {}
+        lines += _crime_lines("crime words in alt-texts:", crime["alt"], alt, other, min_count)
     for captioner, section in (crime.get("person") or {}).items():
         alt = ((alternative.get("person") or {}).get(captioner)) or {}
         lines += _crime_lines(
