@@ -280,3 +280,19 @@ def test_kept_categories_list_what_they_matched(tmp_path):
         "matched_phrases"
         not in transfer.data_bias(con, ["tailor"], min_count=1, top_phrases=0)["categories"][0]
     )
+
+
+def test_race_groups_are_the_declared_head_classes(tmp_path):
+    import json
+
+    from fairsets.audit.persons.transfer_run import declared_races
+
+    ann = write_person_tables(tmp_path / "ann", _race_specs())
+    assert declared_races(ann) is None  # no head recorded: the labels present are the groups
+    manifest = json.loads((ann / "manifest.json").read_text())
+    classes = ["black", "east_asian", "middle_eastern", "unclear", "white"]
+    manifest["attributes"] = {"race": {"head": {"classes": classes}}}
+    (ann / "manifest.json").write_text(json.dumps(manifest))
+    assert declared_races(ann) == classes
+    out = transfer.race_data_bias(tables.connect(ann), ["nurse"], min_count=1, groups=declared_races(ann))
+    assert out["groups"] == ["black", "east_asian", "middle_eastern", "white"]
