@@ -201,3 +201,15 @@ def test_data_in_the_card_is_escaped(layout: tuple[Path, dict[str, Any]]) -> Non
     # the recipe block's JSON still parses to the same values (<, >, & and ` as \\u escapes)
     block = text.split("```json\n", 1)[1].split("\n```", 1)[0]
     assert json.loads(block)["publish"]["description"] == HOSTILE + "\n```"
+
+
+def test_the_licence_policy_is_claimed_only_when_the_recipe_ran_the_licence_step(
+    layout: tuple[Path, dict[str, Any]],
+) -> None:
+    _, info = layout
+    steps = [{"name": "decode"}, {"name": "license", "params": {}}]
+    checked = render_card(dict(info["summary"], steps=steps))
+    assert "only licences allowed by the\nfairsets licence policy" in checked
+    unchecked = render_card(dict(info["summary"], steps=steps[:1]))
+    assert "licence policy (CC0" not in unchecked
+    assert "ran\nno `license` step: no licence was checked" in unchecked

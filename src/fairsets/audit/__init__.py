@@ -8,6 +8,8 @@ job-application simulation.
 Modules:
     * ``metrics`` — the metrics (NumPy only): cosine similarity, top-k distribution, JSD vs uniform,
       per-group mean similarity and its std, pairwise JSD across prompts, job simulation.
+    * ``reference`` — the audit's reference set (the declared groups, empty ones included), its
+      warnings and definitions.
     * ``prompts`` — the paper's prompt sets (appendix §9) and user prompt files.
     * ``report`` — the self-contained HTML report of an ``audit.json``.
     * ``embeddings``, ``vlm``, ``utility`` — computing embeddings with a model and running the audit.
@@ -24,6 +26,7 @@ _LAZY: dict[str, str] = {
     # metrics
     "cosine_similarity": "metrics",
     "group_mean_similarity": "metrics",
+    "group_similarity_summary": "metrics",
     "job_simulation": "metrics",
     "jsd": "metrics",
     "jsd_uniform": "metrics",

@@ -147,6 +147,8 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
         "variant_docs": [(v, Md(VARIANT_DOCS.get(v, ""))) for v in table_variants],
         "variants_table": variants_table,
         "steps_table": steps_table,
+        # The licence sentence claims the policy only when the recipe ran the licence gate.
+        "license_checked": any(st.get("name") == "license" for st in steps),
         "cells_table": cells_table,
         "empty_cells": empty_cells,
         "cell_notes": cell_notes,
