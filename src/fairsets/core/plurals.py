@@ -5,8 +5,9 @@ An entry matches in its own form and in the plural(s) of its last word, as the `
 ``salespeople``, ``hero`` → ``heroes``, ``robbery`` → ``robberies``, ``policewoman`` →
 ``policewomen``, ``child`` → ``children``), with these additions inflect lacks: a ``-person``
 compound also takes ``-persons`` (``salespersons``), a ``-man`` compound also ``-men`` (inflect
-answers ``tradesmans``), a word in ``-o`` or ``-ch`` also ``-s`` (inflect answers ``latinoes``
-as it answers ``heroes``, and ``monarches``), and ``thief`` → ``thieves`` (inflect answers ``thiefs``; both are kept).
+answers ``tradesmans``), a word in ``-o`` or ``-ch`` also ``-s`` (inflect answers ``latinoes`` as
+it answers ``heroes``, and ``monarches``), and ``thief`` → ``thieves`` (inflect answers ``thiefs``;
+both are kept).
 A multi-word entry also matches the plural inflect gives the whole phrase (``partner in crime`` →
 ``partners in crime``). Extra forms that are not English words match nothing and cost nothing.
 
@@ -75,8 +76,9 @@ def word_forms(word: str) -> list[str]:
 
     Runs of whitespace become one space. An entry whose last word does not start and end with a
     letter, or holds other characters than letters, digits, apostrophes, periods and hyphens
-    (``c++``, ``model 3``, ``x|y``), gets no plural. For example ``word_forms("salesperson") == ["salesperson",
-    "salespersons", "salespeople"]`` and ``word_forms("Thief") == ["thief", "thiefs", "thieves"]``.
+    (``c++``, ``model 3``, ``x|y``), gets no plural. For example ``word_forms("salesperson") ==
+    ["salesperson", "salespersons", "salespeople"]`` and ``word_forms("Thief") == ["thief", "thiefs",
+    "thieves"]``.
     """
     low = " ".join(str(word).lower().split())
     if not low:

@@ -1,15 +1,13 @@
-"""Word matching of the persons audits: which texts a word list matches, and which phrases do not count.
+"""Word matching of the persons audits: which texts a word list matches, which phrases do not count.
 
-Crime words (:mod:`.crime`), social categories (:mod:`.transfer`) and the recall keywords of
-``annotate vote`` all use one rule, written here once:
+Crime words (:mod:`.crime`) and social categories (:mod:`.transfer`) use one rule, written here
+once (the recall keywords of ``annotate vote`` share its plurals):
 
-* **Forms** (:func:`word_forms`, from :mod:`fairsets.core.plurals`): an entry matches in its own form and in the plural(s) of its last
-  word, as the `inflect <https://pypi.org/project/inflect/>`_ library gives them (``person`` →
-  ``people``; ``salesperson`` → ``salespeople``; ``hero`` → ``heroes``; ``robbery`` →
-  ``robberies``; ``policewoman`` → ``policewomen``), with three additions inflect lacks: a
-  ``-person`` compound also takes ``-persons`` (``salespersons``), a ``-man`` compound also
-  ``-men`` (``tradesmen``), and ``thief`` → ``thieves``. A multi-word entry also matches the plural
-  inflect gives the whole phrase (``partner in crime`` → ``partners in crime``).
+* **Forms** (:func:`word_forms`, the rule of :mod:`fairsets.core.plurals`): an entry matches in
+  its own form and in the plural(s) of its last word by the ``inflect`` library (``person`` →
+  ``people``, ``salesperson`` → ``salespeople``/``salespersons``, ``hero`` → ``heroes``,
+  ``robbery`` → ``robberies``, ``policewoman`` → ``policewomen``, ``thief`` → ``thieves``); a
+  multi-word entry also in inflect's plural of the whole phrase (``partners in crime``).
 * **Whole words** (:func:`word_pattern`): case-insensitive; a match's neighbours are not letters,
   digits or ``_`` (Unicode-aware), so ``thief`` does not match ``thiefdom``; every character of an
   entry is literal (``c++`` is ``c++``); a space in an entry matches any run of spaces or hyphens
@@ -73,8 +71,8 @@ EXCLUSIONS_RULE = (
 
 #: What counts as a word character for the whole-word rule (Unicode letters, digits, underscore).
 _WORD = r"\pL\pN_"
-#: Marks put around a match by :func:`matched_phrases` (removed from the texts first).
-_OPEN, _CLOSE = "\x01", "\x02"
+
+
 def _literal(form: str) -> str:
     """RE2 source matching ``form`` literally, a space matching any run of spaces or hyphens."""
     parts = []
@@ -229,7 +227,9 @@ def _tokens(form: str) -> str:
 def _tokens_sql(text_sql: str) -> str:
     words = f"regexp_replace({text_sql}, '([{_WORD}]+)', chr(3) || '\\1' || chr(3), 'g')"
     other = f"regexp_replace({words}, '([^{_WORD}\\s\\-\\x03])', chr(4) || '\\1' || chr(4), 'g')"
-    return f"replace(replace({other}, chr(3) || chr(4), chr(3) || chr(6)), chr(4) || chr(3), chr(5) || chr(3))"
+    return (
+        f"replace(replace({other}, chr(3) || chr(4), chr(3) || chr(6)), chr(4) || chr(3), chr(5) || chr(3))"
+    )
 
 
 def matched_phrases(
