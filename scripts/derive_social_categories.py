@@ -42,8 +42,8 @@ The derivation (the output file's header repeats it):
    its definition begins by naming a sex ("a woman …", "a male …", "a female actor"; not when it
    names both, "a boy or girl"), or when the
    word itself carries one (a last word such as ``woman``, ``girl``, ``mother``, ``king``; a
-   compound in ``-man``/``-men`` that inflect pluralises with ``-men``, ``-woman``, ``-boy``,
-   ``-girl``, ``-wife``, ``-ess`` with a female definition). As in fairsets' hand-written list,
+   word in ``-man`` but ``human`` and ``shaman``, ``-woman``, ``-boy``, ``-girl``, ``-wife``, or
+   ``-ess`` but ``witness`` and ``-less``). As in fairsets' hand-written list,
    their co-occurrence with perceived gender is grammar, not bias. Some words whose WordNet
    definition names a sex though the word does not are lost this way (``midwife``, ``nanny``); the
    hand-written categories (first tables of the file) keep those.
@@ -113,6 +113,9 @@ SEX_WORDS = _words(
     "granddaughter mom mum dad mama papa king queen prince princess duke duchess lord bride groom "
     "bridegroom widow widower monk nun priestess madam sir fella bloke dude chick"
 )
+#: Words in -man and -ess that do not name a sex (every other one does: nobleman, baroness).
+UNSEXED_MAN = _words("human shaman superhuman")
+UNSEXED_ESS = ("less", "witness")
 #: Slurs (racial, ethnic, religious, sexual, of disability and mental illness), dated racial terms and
 #: crude insults that pass the rules above (WordNet does not label them). Milder unflattering words
 #: (bore, nerd, coward) stay: the study counts such categories.
@@ -191,8 +194,6 @@ def kind(synsets: dict, off: str, children: set[str]) -> str:
 
 
 def gendered(word: str, s: dict, sexed: set[str], off: str) -> bool:
-    from inflect import engine
-
     last = re.split(r"[ \-]", word)[-1]
     definition = s["gloss"].split(";")[0]
     both = _FEMALE_WORDS.search(definition) and _MALE_WORDS.search(definition)
@@ -200,9 +201,9 @@ def gendered(word: str, s: dict, sexed: set[str], off: str) -> bool:
         return True
     if last.endswith(("woman", "women", "boy", "girl", "wife")):
         return True
-    if last.endswith("man") and (last.endswith("sman") or engine().plural_noun(last).endswith("men")):
+    if last.endswith("man") and last not in UNSEXED_MAN:
         return True
-    return last.endswith("ess") and re.search(r"\b(woman|female|girl)\b", definition, re.I) is not None
+    return last.endswith("ess") and not last.endswith(UNSEXED_ESS)
 
 
 def derive(archive: Path) -> tuple[dict[str, list[str]], dict[str, int]]:
@@ -294,8 +295,8 @@ HEADER = """\
 #    (soldier, baby, coach stay; server, printer, monitor, whale go; so do lumberjack, admiral).
 # 5. Not gendered: not below female.n.02 / male.n.02, no definition that begins by naming a sex
 #    ("a female actor"; "a boy or girl" names both and is not one), no last word or compound
-#    naming one (woman, king, -man/-men, -boy, -girl, -wife, -ess with a female definition): their
-#    co-occurrence with perceived gender is grammar, not bias. Words lost here whose definition
+#    naming one (woman, king; -man but human and shaman; -boy, -girl, -wife; -ess but witness and
+#    -less): their co-occurrence with perceived gender is grammar, not bias. Words lost here whose definition
 #    alone names a sex (midwife, nanny) are kept by the hand-written tables.
 # 6. Not a slur: no WordNet usage label disparagement, ethnic slur or obscenity; no definition
 #    calling the word a slur or an offensive, derogatory, disparaging, contemptuous, insulting,
