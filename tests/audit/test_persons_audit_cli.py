@@ -329,6 +329,15 @@ def test_correct_with_reports_corrected_shares_beside_the_raw(ann, tmp_path):
         lo, hi = got["ci95"][g]
         assert lo <= got["corrected"][g] <= hi
     assert "corrected with verify_gender.json" in res.output
+    from fairsets.audit.persons.card import persons_card_section
+
+    block = persons_card_section(doc)
+    assert "| Group | Raw share | Corrected share | 95 % CI |" in block
+    fixed = true / true.sum()
+    lo, hi = got["ci95"]["female"]
+    row = f"| boxes `female` | {100 * observed[0]:.1f} % | {100 * fixed[0]:.1f} % | "
+    row += f"{100 * lo:.1f}–{100 * hi:.1f} % |"
+    assert row in block
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "corrected for the classifier&#39;s confusion" in html or "corrected for the classifier's" in html
     bad = _run(str(ann), "--out", str(tmp_path / "o2"), "--correct-with", str(tmp_path / "nope.json"))

@@ -43,6 +43,7 @@ from fairsets.annotate.publish import (  # noqa: E402
     write_card_block,
 )
 from fairsets.audit.card import update_card  # noqa: E402
+from fairsets.audit.persons import run as audit_run  # noqa: E402
 from fairsets.audit.persons import tables  # noqa: E402
 from fairsets.audit.persons.card import SCHEMA, persons_card_section  # noqa: E402
 from fairsets.audit.persons.composition import composition  # noqa: E402
@@ -103,7 +104,7 @@ def _themes_section(con: Any) -> dict[str, Any]:
 
 def _sentiment_section(con: Any) -> dict[str, Any]:
     """A sentiment section of the audit's shape, from a planted score per alt-text."""
-    rows = con.execute("SELECT caption, gender, races FROM person_images").fetchall()
+    rows = con.execute("SELECT caption, gender, race FROM person_images").fetchall()
 
     def part(count: int, n: int) -> dict[str, Any]:
         if n < MIN_COUNT:
@@ -123,13 +124,12 @@ def _sentiment_section(con: Any) -> dict[str, Any]:
     score = {True: -0.6, False: 0.4}
     by: dict[str, dict[str, list[float]]] = {"gender": defaultdict(list), "race": defaultdict(list)}
     everything = []
-    for caption, gender, races in rows:
+    for caption, gender, race in rows:
         s = score["thief" in caption]
         everything.append(s)
         by["gender"][gender].append(s)
-        for r in races:
-            by["race"][r].append(s)
-    section = {"overall": row(everything), "no_text": 0, "gender_missing": 0, "race_missing": 0}
+        by["race"][race].append(s)
+    section = {"overall": row(everything), "no_text": 0}
     section |= {a: {g: row(v) for g, v in sorted(by[a].items())} for a in by}
     return {"scorer": {"name": "vader", "kind": "vader"}, "min_count": MIN_COUNT, "alt": section,
             "person": None, "person_reason": "no person captions", "definitions": {}}  # fmt: skip
@@ -146,10 +146,14 @@ def _audit(ann: Path, *, sentiment: bool = True, theme: bool = True) -> dict[str
             "n_shards": len(SHARDS),
             "settings": {
                 "min_count": MIN_COUNT,
+                "group_rule": "exclusive",
+                "delta_reference": "all",
                 "crime_words": "default",
+                "exclusions": "default",
                 "sentiment": "vader",
                 "themes": None,
             },
+            "definitions": audit_run._definitions("exclusive", "all"),
             "composition": composition(con),
             "crime": crime_association(con, ["thief"], min_count=MIN_COUNT),
             "sentiment": _sentiment_section(con) if sentiment else None,
@@ -201,20 +205,27 @@ def _truth(ann: Path) -> dict[str, Any]:
         for r in pq.read_table(layout.images_path(ann, shard)).to_pylist():
             if r["status"] == "ok":
                 captions[(shard, r["key"])] = r["caption"]
+
+    def group(values: set) -> str:  # the exclusive image-level rule, from its words
+        named = values - {None}
+        known = named - {"unclear"}
+        if not named:
+            return "unlabelled"
+        return "unclear" if not known else known.pop() if len(known) == 1 else "mixed"
+
     image_gender, races, texts = {}, {}, {}
     for key, boxes in labels.items():
         if key not in captions:
             continue
-        gs = {g for g, _ in boxes}
-        if "female" in gs and "male" in gs:
-            image_gender[key] = "mixed"
-        elif "female" in gs or "male" in gs:
-            image_gender[key] = "female" if "female" in gs else "male"
-        else:
-            image_gender[key] = "unclear"
-        races[key] = {r for _, r in boxes}
+        image_gender[key] = group({g for g, _ in boxes})
+        races[key] = group({r for _, r in boxes})
         texts[key] = "thief" in captions[key].split()
-    box_race = Counter(r for key, boxes in labels.items() if key in captions for _, r in boxes)
+    box_race = Counter(
+        r if r is not None else "unlabelled"
+        for key, boxes in labels.items()
+        if key in captions
+        for _, r in boxes
+    )
     return {"gender": image_gender, "races": races, "thief": texts, "box_race": box_race}
 
 
@@ -252,10 +263,13 @@ def test_the_prepared_card_shows_the_audit_numbers_and_still_verifies(ann: Path,
         lo, hi = _wilson(counts[g], n_person)
         row = f"| images `{g}` | {counts[g]} | {n_person} | {100 * counts[g] / n_person:.1f} % | "
         assert row + f"{100 * lo:.1f}–{100 * hi:.1f} % |" in bias, row
+    assert sum(counts.values()) == n_person and "sum to 100 %" in bias
     both = sum(
         1 for key, g in truth["gender"].items() if g == "mixed"
     )  # make_ann has no box labelled mixed: mixed images are the ones with both
-    assert f"| images with a `female` and a `male` box | {both} | {n_person} |" in bias
+    assert f"Person images with a `female` and a `male` box: {both} of {n_person} (" in bias
+    for r, c in Counter(truth["races"].values()).items():
+        assert f"| images `{r}` | {c} | {n_person} | {100 * c / n_person:.1f} % |" in bias, r
     n_boxes = sum(truth["box_race"].values())
     for r, c in truth["box_race"].items():
         assert f"| boxes `{r}` | {c} | {n_boxes} | {100 * c / n_boxes:.1f} % |" in bias
@@ -263,24 +277,32 @@ def test_the_prepared_card_shows_the_audit_numbers_and_still_verifies(ann: Path,
     # crime words: per group rate and Δ, small groups as n < min_count
     n_all, m_all = len(truth["thief"]), sum(truth["thief"].values())
     assert 0 < m_all < n_all
-    assert f"| all | {n_all} | {m_all} | {100 * m_all / n_all:.1f} % | baseline |" in bias
+    assert f"| all | {n_all} | {m_all} | {100 * m_all / n_all:.1f} % | baseline |  |" in bias
     groups = defaultdict(list)
     for key, hit in truth["thief"].items():
         groups[f"gender `{truth['gender'][key]}`"].append(hit)
-        for r in truth["races"][key]:
-            groups[f"race `{r}`"].append(hit)
+        groups[f"race `{truth['races'][key]}`"].append(hit)
     small = big = 0
     deltas = {}
     for label, hits in groups.items():
         n, m = len(hits), sum(hits)
         if n < MIN_COUNT:
             small += 1
-            assert f"| {label} | {n} | n < 12 | n < 12 | n < 12 |" in bias
+            assert f"| {label} | {n} | n < 12 | n < 12 | n < 12 | n < 12 |" in bias
         else:
             big += 1
             delta = 100 * ((m / n) / (m_all / n_all) - 1)
+            rest = [
+                h
+                for lab, hs in groups.items()
+                if lab.split()[0] == label.split()[0] and lab != label
+                for h in hs
+            ]
+            other = 100 * ((m / n) / (sum(rest) / len(rest)) - 1)  # against the complement
             shown = "0.0" if round(delta, 1) == 0 else f"{delta:+.1f}"  # no "+0.0", no "-0.0"
-            assert f"| {label} | {n} | {m} | {100 * m / n:.1f} % | {shown} % |" in bias, label
+            shown_other = "0.0" if round(other, 1) == 0 else f"{other:+.1f}"
+            row = f"| {label} | {n} | {m} | {100 * m / n:.1f} % | {shown} % | {shown_other} % |"
+            assert row in bias, row
             deltas[label] = delta
     assert small and big  # the data has groups on both sides of min_count
     assert deltas["gender `male`"] > 10 and deltas["gender `female`"] < -40  # the planted effect
@@ -301,6 +323,12 @@ def test_the_prepared_card_shows_the_audit_numbers_and_still_verifies(ann: Path,
     thief_latent = audit["themes"]["by_attribute"]["gender"]["latents"]["0"]
     assert thief_latent["words"][0]["word"] == "thief" and "thief" in bias
     assert "a thief near shop" not in bias  # captions never go into the card
+
+    # the rules behind the numbers: the shared definitions and each section's
+    assert "**Definitions.**" in bias
+    assert "- `group_rule`: \\--group-rule exclusive: exclusive (image level, one group per image" in bias
+    assert "- crime — `delta_pct`: 100 \\* (rate of the group / rate of the reference set" in bias
+    assert "- composition — `unlabelled`: no label at all" in bias
 
 
 def test_same_audit_same_bytes_and_re_preparing_keeps_the_block(ann: Path, tmp_path: Path) -> None:
@@ -386,9 +414,13 @@ def test_hostile_values_are_escaped(tmp_path: Path) -> None:
     assert "](http" not in block.replace("\\](", "")  # a group name never becomes a link
     assert "None" not in block.split()
     assert "&lt;img src=x onerror=alert(1)&gt;\\|x" in block and "cap\\`\\|&lt;i&gt;" in block
+    widths = []
     for line in block.splitlines():  # every table row keeps its columns: no cell breaks out
         if line.startswith("| "):
-            assert len(re.findall(r"(?<!\\)\|", line)) == 6, line
+            widths.append(len(re.findall(r"(?<!\\)\|", line)))
+        elif widths:  # every table has one width: 6 bars (5 columns) or 7 (crime: 6)
+            assert len(set(widths)) == 1 and widths[0] in (6, 7), widths
+            widths = []
     # the block is accepted as a stored block and the card that holds it passes the card check
     write_card_block(folder, first.split("fairsets:audit:", 1)[1].split()[0], block)
     manifest_like = _prepared_manifest(tmp_path)

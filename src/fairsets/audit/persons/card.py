@@ -8,25 +8,26 @@ between two markers carrying the annotations' name::
     <!-- fairsets:audit:persons:ANN start -->
     ### Audit of the perceived labels
     ...what perceived labels are; the numbers describe the dataset, not people...
-    composition: person images by perceived gender (with the share that shows a female and a male
-      box), kept boxes by perceived race — count, share, 95 % interval
-    crime words: per group, texts, matches, rate and Δ, for alt-texts and each captioner's person
-      captions
-    sentiment: per group, texts, mean score and share of negative texts (when it was run)
+    composition: person images by perceived gender and by perceived race (the group rule stated;
+      the rows of a table sum to 100 %), the share showing a female and a male box, kept boxes by
+      perceived race — count, share, 95 % interval; shares corrected for the classifier's
+      confusion beside the raw ones (with --correct-with)
+    crime words: per group (every group, the paper's table), texts, matches, rate and Δ against
+      the stated reference, with the other reference's Δ beside it, for alt-texts and each
+      captioner's person captions
+    sentiment: per group, texts, mean score and negative ratio (when it was run)
     themes: the top 3 themes of each identity by PMI, named by their distinctive words (when run)
+    definitions: the rule behind every number (the audit's shared and per-section definitions)
     <!-- fairsets:audit:persons:ANN end -->
 
 A ratio of a group with fewer than the audit's ``min_count`` texts (crime words, sentiment,
 themes) is shown as ``n < min_count``, never as a number; composition shares are of all person
-images (or all labelled boxes) and are always shown with their counts. The block never holds a
+images (or all kept boxes) and are always shown with their counts. The block never holds a
 caption: a theme is named by its distinctive words only.
 
-Every value taken from the audit is data (group names, words, captioner and scorer names, reasons
-may be anything a folder or a user file held): it is escaped as one line of Markdown text
-(:func:`fairsets.publish.card.md_text`), or shown as a code span when it is a plain name; braces and a
-bare ``None`` are written as HTML entities, so no value can form a link, an HTML tag, a table
-column, template syntax or what the card check reads as a missing value. The same audit gives the
-same bytes.
+Every value taken from the audit is data: it is escaped by :mod:`.card_format` (inert Markdown
+text, or a code span for a plain name; braces and a bare ``None`` as HTML entities). The same audit
+gives the same bytes.
 
 :func:`update_annotation_card` stores the block in the annotation folder's working area
 (:func:`fairsets.annotate.publish.write_card_block`, ``ANN/.fairsets/card/``), where
@@ -44,7 +45,6 @@ VLM audits to face dataset cards.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -52,88 +52,14 @@ from typing import Any
 from fairsets.audit.report.formatting import markdown_table as _table
 from fairsets.audit.report.formatting import marker_id as _marker_id
 
+from .card_format import _ci_pct, _int, _map, _name, _pct, _signed_pct, _t
+from .card_sections import _definitions, _sentiment, _themes
+
 __all__ = ["SCHEMA", "check_audit", "persons_card_section", "update_annotation_card"]
 
 #: The schema id of ``fairsets audit persons``' ``audit.json`` (``fairsets.audit.persons.run.SCHEMA``).
 SCHEMA = "fairsets.audit.persons/1"
-#: Themes shown per identity.
-TOP_THEMES = 3
-#: Distinctive words shown per theme.
-THEME_WORDS = 4
 _MARK = "<!-- fairsets:audit:{id} {which} -->"
-_NONE = re.compile(r"(?<!\S)None(?!\S)")
-_PLAIN = re.compile(r"[A-Za-z0-9_.:/@+\-]+")
-
-
-# --------------------------------------------------------------------------- escaping
-#
-# fairsets.audit.card dispatches to this module, so this module does not import it (no import
-# circle): the text escaping is the same function (fairsets.publish.card.md_text), and
-
-
-def _text(value: Any) -> str:
-    """One line of inert Markdown text (:func:`fairsets.publish.card.md_text`)."""
-    from fairsets.publish.card import md_text
-
-    return str(md_text(value))
-
-
-def _inert(md: str) -> str:
-    """Escaped Markdown with braces and a bare ``None`` word as entities (the card refuses both)."""
-    md = md.replace("{", "&#123;").replace("}", "&#125;")
-    return _NONE.sub("&#78;one", md)
-
-
-def _t(value: Any) -> str:
-    """A value as one line of inert Markdown text."""
-    return _inert(_text(value)) or "“”"
-
-
-def _name(value: Any) -> str:
-    """A name (group, captioner, scorer, model): a code span when plain (letters, digits, ``_.:/@+-``),
-    else escaped text (braces would show as entities inside a code span)."""
-    s = str(value)
-    return f"`{s}`" if _PLAIN.fullmatch(s) else _t(s)
-
-
-def _int(value: Any) -> str:
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "–"
-
-
-def _is_num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
-
-
-def _pct(x: Any) -> str:
-    return f"{100.0 * x:.1f} %" if _is_num(x) else "–"
-
-
-def _ci_pct(ci: Any) -> str:
-    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_is_num(v) for v in ci):
-        return f"{100.0 * ci[0]:.1f}–{100.0 * ci[1]:.1f} %"
-    return "–"
-
-
-def _ci_num(ci: Any, digits: int) -> str:
-    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_is_num(v) for v in ci):
-        return f"{_fixed(ci[0], digits)} to {_fixed(ci[1], digits)}"
-    return "–"
-
-
-def _fixed(x: Any, digits: int, sign: str = "") -> str:
-    """``x`` with ``digits`` decimals ("–" if not a number); no "-0.000" for a value that rounds to 0."""
-    if not _is_num(x):
-        return "–"
-    s = f"{x:{sign}.{digits}f}"
-    return f"{0.0:.{digits}f}" if float(s) == 0 else s
-
-
-def _signed_pct(x: Any) -> str:
-    return f"{_fixed(x, 1, '+')} %" if _is_num(x) else "–"
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 # --------------------------------------------------------------------------- the audit
@@ -191,43 +117,78 @@ def _block_id(audit: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- the Markdown block
 
 
+_HEAD = ["Group", "Count", "Of", "Share", "95 % CI"]
+_ALIGN = ["---", "---:", "---:", "---:", "---:"]
+
+
+def _share_row(label: str, s: Any) -> list[str]:
+    s = _map(s)
+    return [label, _int(s.get("count")), _int(s.get("n")), _pct(s.get("share")), _ci_pct(s.get("ci95"))]
+
+
 def _composition(comp: Mapping[str, Any]) -> list[str]:
+    rule = str(comp.get("group_rule") or "exclusive")
+    if rule == "any":
+        how = (
+            "An image is in every group one of its boxes is labelled with (`any` rule), so the rows of an "
+            "image table may sum over 100 %."
+        )
+    else:
+        how = (
+            "Each image is in one group (`exclusive` rule): the one label of its boxes besides `unclear`; "
+            "`mixed` when they carry two or more (a `female` and a `male` box, two races, or a box labelled "
+            "mixed); `unclear` when every labelled box is unclear; `unlabelled` when no box has a label. "
+            "The rows of each table sum to 100 %."
+        )
     lines = [
         "",
         f"**Composition.** {_int(comp.get('n_person_images'))} person images (at least one kept box) "
-        f"of {_int(comp.get('n_images'))} images, {_int(comp.get('n_boxes'))} kept boxes. An image is "
-        "`female` or `male` when every labelled box in it is, `mixed` when it shows both (or a box "
-        "labelled mixed), `unclear` otherwise.",
+        f"of {_int(comp.get('n_images'))} images, {_int(comp.get('n_boxes'))} kept boxes. {how}",
     ]
-    head = ["Group", "Count", "Of", "Share", "95 % CI"]
-    align = ["---", "---:", "---:", "---:", "---:"]
-
-    def row(label: str, s: Any) -> list[str]:
-        s = _map(s)
-        return [label, _int(s.get("count")), _int(s.get("n")), _pct(s.get("share")), _ci_pct(s.get("ci95"))]
-
     images = _map(comp.get("images"))
-    gender = images.get("gender")
-    if isinstance(gender, Mapping):
-        rows = [row(f"images {_name(g)}", s) for g, s in _map(gender.get("groups")).items()]
-        if images.get("both_genders") is not None:
-            rows.append(row("images with a `female` and a `male` box", images["both_genders"]))
-        if _map(gender.get("missing")).get("count"):
-            rows.append(row("images with no gender label", gender["missing"]))
-        lines += ["", "Person images by perceived gender:", "", *_table(head, rows, align)]
-    race = _map(comp.get("boxes")).get("race")
-    if isinstance(race, Mapping):
-        rows = [row(f"boxes {_name(g)}", s) for g, s in _map(race.get("groups")).items()]
-        if _map(race.get("missing")).get("count"):
-            rows.append(row("boxes with no race label (of all kept boxes)", race["missing"]))
+    for attr in ("gender", "race"):
+        table = images.get(attr)
+        if isinstance(table, Mapping):
+            rows = [_share_row(f"images {_name(g)}", s) for g, s in _map(table.get("groups")).items()]
+            lines += ["", f"Person images by perceived {attr}:", "", *_table(_HEAD, rows, _ALIGN)]
+    both = images.get("both_genders")
+    if isinstance(both, Mapping):
         lines += [
             "",
-            "Kept boxes by perceived race (of the boxes with a race label):",
-            "",
-            *_table(head, rows, align),
+            f"Person images with a `female` and a `male` box: {_int(both.get('count'))} of "
+            f"{_int(both.get('n'))} ({_pct(both.get('share'))}, 95 % CI {_ci_pct(both.get('ci95'))}).",
         ]
+    race = _map(comp.get("boxes")).get("race")
+    if isinstance(race, Mapping):
+        rows = [_share_row(f"boxes {_name(g)}", s) for g, s in _map(race.get("groups")).items()]
+        lines += [
+            "",
+            "Kept boxes by perceived race (all kept boxes; `unlabelled`: no label):",
+            "",
+            *_table(_HEAD, rows, _ALIGN),
+        ]
+    for attr, result in _map(comp.get("corrected")).items():
+        lines += _corrected(str(attr), _map(result))
     for attr, reason in sorted(_map(comp.get("missing_attributes")).items()):
         lines += ["", f"No perceived {_t(attr)}: {_t(reason)}."]
+    return lines
+
+
+def _corrected(attr: str, result: Mapping[str, Any]) -> list[str]:
+    raw, fixed, cis = _map(result.get("raw")), _map(result.get("corrected")), _map(result.get("ci95"))
+    labels = result.get("labels") if isinstance(result.get("labels"), list) else []
+    rows = [[f"boxes {_name(g)}", _pct(raw.get(g)), _pct(fixed.get(g)), _ci_pct(cis.get(g))] for g in labels]
+    lines = [
+        "",
+        f"Labelled boxes by perceived {_t(attr)}, corrected for the classifier's confusion measured by "
+        f"`annotate verify` ({_name(result.get('source') or '?')}; matrix inversion with bootstrap "
+        "intervals):",
+        "",
+        *_table(["Group", "Raw share", "Corrected share", "95 % CI"], rows, ["---", "---:", "---:", "---:"]),
+    ]
+    warnings = result.get("warnings") if isinstance(result.get("warnings"), list) else []
+    if warnings:
+        lines += ["", "Warnings: " + "; ".join(_t(w) for w in warnings) + "."]
     return lines
 
 
@@ -240,135 +201,92 @@ def _groups(section: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     return out
 
 
-def _crime_table(section: Mapping[str, Any], min_count: int) -> list[str]:
+def _crime_table(
+    section: Mapping[str, Any], other: Mapping[str, Any], name: str, min_count: int
+) -> list[str]:
     small = f"n < {min_count}"
     overall = _map(section.get("overall"))
     rows = [
-        ["all", _int(overall.get("n")), _int(overall.get("matches")), _pct(overall.get("rate")), "baseline"]
+        [
+            "all",
+            _int(overall.get("n")),
+            _int(overall.get("matches")),
+            _pct(overall.get("rate")),
+            "baseline",
+            "",
+        ]
     ]
-    for label, r in _groups(section):
+    for (label, r), (_, o) in zip(_groups(section), _other_groups(section, other), strict=True):
         n = r.get("n")
         if isinstance(n, int) and n < min_count:
-            rows.append([label, _int(n), small, small, small])
+            rows.append([label, _int(n), small, small, small, small])
             continue
         delta = (
             _signed_pct(r.get("delta_pct")) if r.get("delta_pct") is not None else _t(r.get("reason") or "–")
         )
-        rows.append([label, _int(n), _int(r.get("matches")), _pct(r.get("rate")), delta])
-    head = ["Texts of", "Texts", "Matches", "Rate", "Δ"]
-    return _table(head, rows, ["---", "---:", "---:", "---:", "---:"])
+        rows.append(
+            [
+                label,
+                _int(n),
+                _int(r.get("matches")),
+                _pct(r.get("rate")),
+                delta,
+                _signed_pct(o.get("delta_pct")),
+            ]
+        )
+    head = ["Texts of", "Texts", "Matches", "Rate", "Δ", f"Δ ({name})"]
+    return _table(head, rows, ["---", "---:", "---:", "---:", "---:", "---:"])
+
+
+def _other_groups(
+    section: Mapping[str, Any], other: Mapping[str, Any]
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The alternative rows in the order of :func:`_groups` (empty where missing)."""
+    return [
+        (attr, _map(_map(other.get(attr)).get(g)))
+        for attr in ("gender", "race")
+        if isinstance(section.get(attr), Mapping)
+        for g in section[attr]
+    ]
 
 
 def _crime(crime: Mapping[str, Any], audit: Mapping[str, Any], min_count: int) -> list[str]:
     words = crime.get("words")
     n_words = len(words) if isinstance(words, list) else None
-    source = _map(audit.get("settings")).get("crime_words") or "default"
+    settings = _map(audit.get("settings"))
+    source = settings.get("crime_words") or "default"
+    exclusions = settings.get("exclusions") or "default"
+    reference = str(crime.get("delta_reference") or "all")
+    alternative = _map(crime.get("alternative"))
+    other = str(alternative.get("delta_reference") or ("complement" if reference == "all" else "all"))
+    readings = {
+        "all": "all texts of that kind (the paper's reading)",
+        "complement": "the texts not in the group",
+    }
     lines = [
         "",
         f"**Crime words.** Texts that contain at least one of {_int(n_words)} crime "
-        f"{'word' if n_words == 1 else 'words'} (list "
-        f"{_name(source)}; whole words, any case, plurals). Δ = rate of the group / rate of all texts of "
-        "that kind − 1: how much more (+) or less (−) often the group's texts use a crime word. An "
-        "alt-text belongs to its image's gender group and to every race of a box in the image.",
+        f"{'word' if n_words == 1 else 'words'} (list {_name(source)}; whole words, any case, plurals; "
+        f"innocent senses such as “killer whale” masked first, table {_name(exclusions)}). "
+        f"Δ = rate of the group / rate of {readings.get(reference, reference)} − 1: how much more (+) or "
+        "less (−) often the group's texts use a crime word; the last column is Δ against "
+        f"{readings.get(other, other)}. "
+        "An alt-text belongs to its image's groups by the rule above.",
         "",
         "Alt-texts of person images:",
         "",
-        *_crime_table(_map(crime.get("alt")), min_count),
+        *_crime_table(_map(crime.get("alt")), _map(alternative.get("alt")), other, min_count),
     ]
     person = crime.get("person")
     if isinstance(person, Mapping):
+        others = _map(alternative.get("person"))
         for captioner, section in person.items():
             lines += [
                 "",
                 f"Person captions by {_name(captioner)} (each in its own box's groups):",
                 "",
-                *_crime_table(_map(section), min_count),
+                *_crime_table(_map(section), _map(others.get(captioner)), other, min_count),
             ]
-    return lines
-
-
-def _sentiment_table(section: Mapping[str, Any], min_count: int) -> list[str]:
-    small = f"n < {min_count}"
-    rows = []
-    for label, r in [("all", _map(section.get("overall"))), *_groups(section)]:
-        n = r.get("n")
-        if isinstance(n, int) and n < min_count:
-            rows.append([label, _int(n), small, small, small])
-            continue
-        neg = _map(r.get("negative"))
-        mean = _fixed(r["mean"], 3) if _is_num(r.get("mean")) else _t(r.get("reason") or "–")
-        rows.append([label, _int(n), mean, _pct(neg.get("share")), _ci_pct(neg.get("ci95"))])
-    head = ["Texts of", "Texts", "Mean score", "Negative", "95 % CI"]
-    return _table(head, rows, ["---", "---:", "---:", "---:", "---:"])
-
-
-def _sentiment(sent: Mapping[str, Any] | None, reason: Any, min_count: int) -> list[str]:
-    if not isinstance(sent, Mapping):
-        return ["", f"**Sentiment.** Not measured: {_t(reason or 'not run')}."]
-    scorer = _map(sent.get("scorer"))
-    if scorer.get("kind") == "vader":
-        how = "VADER compound score in [−1, 1]; negative: compound ≤ −0.05"
-    else:
-        how = "P(positive) − P(negative) of the model, in [−1, 1]; negative: the model's top label"
-    lines = [
-        "",
-        f"**Sentiment.** Scorer {_name(scorer.get('name', '?'))} ({how}).",
-        "",
-        "Alt-texts of person images:",
-        "",
-        *_sentiment_table(_map(sent.get("alt")), min_count),
-    ]
-    person = sent.get("person")
-    if isinstance(person, Mapping):
-        for captioner, section in person.items():
-            lines += [
-                "",
-                f"Person captions by {_name(captioner)}:",
-                "",
-                *_sentiment_table(_map(section), min_count),
-            ]
-    return lines
-
-
-def _themes(themes: Mapping[str, Any] | None, reason: Any, min_count: int) -> list[str]:
-    if not isinstance(themes, Mapping):
-        return ["", f"**Themes.** Not measured: {_t(reason or 'not run')}."]
-    text = "person captions" if themes.get("text") == "person" else "alt-texts"
-    sampled = " (a fixed sample)" if themes.get("sampled") else ""
-    lines = [
-        "",
-        f"**Themes.** {_int(themes.get('n_texts'))} {text}{sampled}, embedded and split into themes by a "
-        "sparse autoencoder; for each perceived identity, the themes that go with it most by PMI "
-        "(log of how much more often than chance; 0.69 = twice as often), named by their most "
-        "distinctive words.",
-    ]
-    small = f"n < {min_count}"
-    head = ["Identity", "Texts", "Theme", "Words", "PMI", "95 % CI", "Together"]
-    align = ["---", "---:", "---:", "---", "---:", "---:", "---:"]
-    for attr, result in _map(themes.get("by_attribute")).items():
-        result = _map(result)
-        latents = _map(result.get("latents"))
-        rows = []
-        for ident, entry in _map(result.get("identities")).items():
-            entry = _map(entry)
-            n = entry.get("n_captions")
-            label = _name(ident)
-            if isinstance(n, int) and n < min_count:
-                rows.append([label, _int(n), small, "", "", "", ""])
-                continue
-            picked = [t for t in entry.get("themes") or [] if isinstance(t, Mapping)][:TOP_THEMES]
-            if not picked:
-                rows.append([label, _int(n), "–", "no theme with enough support", "", "", ""])
-            for t in picked:
-                words = _map(latents.get(str(t.get("latent")))).get("words") or []
-                named = ", ".join(_t(w.get("word")) for w in words[:THEME_WORDS] if isinstance(w, Mapping))
-                pmi = _fixed(t.get("pmi"), 2)
-                rows.append(
-                    [label, _int(n), _int(t.get("latent")), named or "–", pmi, _ci_num(t.get("ci95"), 2),
-                     _int(t.get("n_together"))]
-                )  # fmt: skip
-        if rows:
-            lines += ["", f"By perceived {_t(attr)}:", "", *_table(head, rows, align)]
     return lines
 
 
@@ -404,6 +322,7 @@ def persons_card_section(audit: Mapping[str, Any]) -> str:
     lines += _crime(_map(audit.get("crime")), audit, min_count)
     lines += _sentiment(audit.get("sentiment"), skipped.get("sentiment"), min_count)
     lines += _themes(audit.get("themes"), skipped.get("themes"), min_count)
+    lines += _definitions(audit)
     lines += ["", _MARK.format(id=mid, which="end")]
     return "\n".join(lines)
 
