@@ -170,6 +170,13 @@ def test_a_custom_word_list_and_min_count(ann, tmp_path):
         (["{ann}", "--out", "{out}", "--themes", "{missing}", "--sentiment", "none"], "missing"),
         (["{ann}", "--out", "{out}", "--min-count", "0", "--themes", "none"], "min_count"),
         (["{ann}", "--out", "{file}"], "file"),
+        (["{ann}", "--out", "{out}", "--exclusions", "{missing}"], "--exclusions"),
+        (["{ann}", "--out", "{out}", "--exclusions", "{file}", "--themes", "none"], "exclusion file"),
+        (["{ann}", "--out", "{out}", "--group-rule", "some"], "--group-rule"),
+        (["{ann}", "--out", "{out}", "--delta-reference", "box"], "--delta-reference"),
+        (["{ann}", "--out", "{out}", "--pmi", "soft"], "--pmi"),
+        (["{ann}", "--out", "{out}", "--correct-with", "{missing}"], "--correct-with"),
+        (["{ann}", "--out", "{out}", "--correct-with", "{file}", "--themes", "none"], "verify"),
     ],
 )
 def test_errors_are_one_line(ann, tmp_path, args, needle):
