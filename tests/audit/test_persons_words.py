@@ -216,27 +216,24 @@ EXCL = ["killer whale"]
 
 
 def _expected_phrases(texts: list[str | None]) -> dict[str, Counter]:
-    """An independent recomputation: Python re with look-arounds, longest form first."""
-    forms = sorted({f for fs in FORMS.values() for f in fs}, key=lambda f: (-len(f), f))
-    alt = "|".join(re.escape(f).replace(r"\ ", r"[\s\-]+") for f in forms)
-    find = re.compile(rf"(?<!\w)(?:{alt})(?!\w)")
+    """An independent recomputation: Python re with look-arounds, each entry on its own (its own
+    forms longest first), after masking "killer whale(s)"."""
     mask = re.compile(r"(?<!\w)killer[\s\-]+whales?(?!\w)")
     out: dict[str, Counter] = defaultdict(Counter)
-    for text in texts:
-        if text is None:
-            continue
-        low = mask.sub(" ", text.lower())
-        seen: set[tuple[str, str]] = set()
-        for m in find.finditer(low):
-            left = re.findall(r"\w+", low[: m.start()])
-            right = re.findall(r"\w+", low[m.end() :])
-            hit = re.sub(r"\s+", " ", m.group())
-            phrase = " ".join(([left[-1]] if left else []) + [hit] + ([right[0]] if right else []))
-            key = re.sub(r"[\s\-]+", " ", hit)
-            for entry, fs in FORMS.items():
-                if key in fs and (entry, phrase) not in seen:
-                    seen.add((entry, phrase))
-                    out[entry][phrase] += 1
+    for entry, forms in FORMS.items():
+        alt = "|".join(re.escape(f).replace(r"\ ", r"[\s\-]+") for f in sorted(forms, key=len, reverse=True))
+        find = re.compile(rf"(?<!\w)(?:{alt})(?!\w)")
+        for text in texts:
+            if text is None:
+                continue
+            low = mask.sub(" ", text.lower())
+            seen: set[str] = set()
+            for m in find.finditer(low):
+                left = re.findall(r"\w+", low[: m.start()])
+                right = re.findall(r"\w+", low[m.end() :])
+                hit = re.sub(r"\s+", " ", m.group())
+                seen.add(" ".join(([left[-1]] if left else []) + [hit] + ([right[0]] if right else [])))
+            out[entry].update(seen)
     return out
 
 
@@ -276,7 +273,7 @@ def test_matched_phrases_small_example() -> None:
         "salesperson": [{"phrase": "two salespeople", "count": 2}],
         "nobody": [],
         "thief": [{"phrase": "x thief drug", "count": 1}],
-        "dealer": [],  # "drug dealers" is one match, of the longer entry
+        "dealer": [{"phrase": "drug dealers", "count": 1}],  # each entry on its own
         "drug dealer": [{"phrase": "thief drug dealers", "count": 1}],
     }
     with pytest.raises(ValueError, match="top"):

@@ -232,6 +232,36 @@ def _tokens_sql(text_sql: str) -> str:
     )
 
 
+def _layers(entries: list[str]) -> list[int]:
+    """Each entry's nesting depth: 0 when no other entry's form lies inside one of its forms as whole
+    words, else one more than the deepest entry that does (``drug dealer`` 1, ``dealer`` 0). Entries
+    of one depth never nest, so a pass per depth finds every entry's matches on its own."""
+    keys = [{_key(f) for f in word_forms(w)} for w in entries]
+    by_key: dict[str, set[int]] = {}
+    for i, ks in enumerate(keys):
+        for k in ks:
+            by_key.setdefault(k, set()).add(i)
+    inside: list[set[int]] = []
+    for i, ks in enumerate(keys):
+        found: set[int] = set()
+        for k in ks:
+            t = k.split(" ")
+            for a in range(len(t)):
+                for b in range(a + 1, len(t) + 1):
+                    if b - a < len(t):
+                        found |= by_key.get(" ".join(t[a:b]), set())
+        inside.append(found - {i})
+    depth: dict[int, int] = {}
+
+    def level(i: int, path: frozenset[int] = frozenset()) -> int:
+        if i not in depth:
+            below = [level(j, path | {i}) for j in inside[i] if j not in path]
+            depth[i] = 1 + max(below) if below else 0
+        return depth[i]
+
+    return [level(i) for i in range(len(entries))]
+
+
 def matched_phrases(
     con: duckdb.DuckDBPyConnection,
     texts_sql: str,
@@ -243,15 +273,17 @@ def matched_phrases(
     """The phrases each entry matched most often, so a reader can audit what a count is made of.
 
     ``texts_sql`` is a SELECT whose column ``caption`` holds the texts (NULLs are skipped). Each
-    text is lower-cased, its exclusion phrases masked (:func:`masked_sql`), and every match of
-    :func:`word_pattern` in it found, left to right, the longest form at each place first (so
-    "drug dealers" is one match of ``drug dealer``, not one of ``dealer``; adjacent matches are all
-    found). A match's **phrase** is the word before it (a run of letters, digits and
-    ``_``, whatever separates them), the matched text with its whitespace runs made one space, and
-    the word after it, joined by single spaces; at the start or end of a text the missing side is
-    left out. A phrase's **count** is the number of texts it occurs in (a text repeating a phrase
-    counts once). Everything runs in DuckDB (``regexp_replace``, ``string_split``, ``unnest``,
-    ``GROUP BY``).
+    text is lower-cased and its exclusion phrases masked (:func:`masked_sql`); then every place
+    where an entry's form occurs by the rule of :func:`word_pattern` is found, for each entry on its
+    own: "drug dealers" is a match of ``drug dealer`` and one of ``dealer`` (entries that overlap
+    without one lying inside the other, "drug dealer" and "dealer friend" in "drug dealer friend",
+    take the first at a place; of an entry's own forms the longest). A match's **phrase** is the
+    word before it (a run of letters, digits and ``_``, whatever separates them), the matched text
+    with its whitespace runs made one space, and the word after it, joined by single spaces; at the
+    start or end of a text the missing side is left out. A phrase's **count** is the number of
+    texts it occurs in for that entry (a text repeating a phrase counts once). Everything runs in
+    DuckDB (``regexp_replace``, ``string_split``, ``unnest``, ``GROUP BY``), one pass per nesting
+    depth of the entries; its cost grows with the number of entries, so pass the ones to report.
 
     Returns:
         ``{entry: [{"phrase": str, "count": int}, ...]}`` for every entry (in the order given,
@@ -265,41 +297,48 @@ def matched_phrases(
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ValueError(f"top must be a positive integer; got {top!r}")
     entries: list[str] = []
+    seen: set[str] = set()
     for w in words:
         w = " ".join(str(w).split())
-        if w and w.lower() not in {e.lower() for e in entries}:
+        if w and w.lower() not in seen:
+            seen.add(w.lower())
             entries.append(w)
-    forms = sorted({f for w in entries for f in word_forms(w)}, key=lambda f: (-len(f), f))
-    if not forms:
+    if not any(word_forms(w) for w in entries):
         raise ValueError("the word list is empty; give at least one non-empty entry")
-    core = "|".join(_literal(_tokens(f)) for f in forms)
-    rows = sorted({(_key(f), i) for i, w in enumerate(entries) for f in word_forms(w)})
-    keys = ", ".join(f"({_sql_str(k)}, {i})" for k, i in rows)
+    layers = _layers(entries)
+    rows = sorted({(_key(f), layers[i], i) for i, w in enumerate(entries) for f in word_forms(w)})
+    keys = ", ".join(f"({_sql_str(k)}, {d}, {i})" for k, d, i in rows)
     controls = " || ".join(f"chr({ord(c)})" for c in _CONTROL)
     clean = f"translate(caption, {controls}, '{' ' * len(_CONTROL)}')"
-    tokens = _tokens_sql(masked_sql(clean, exclusions))
-    marked = f"regexp_replace({tokens}, {_sql_str('(?i)(' + core + ')')}, chr(1) || '\\1' || chr(2), 'g')"
-    marked = f"translate({marked}, {controls.split(' || ', 2)[2]}, '')"
     word, nonword = r"[\pL\pN_]", r"[^\pL\pN_]"
+    passes = []
+    for depth in sorted(set(layers)):
+        forms = {f for i, w in enumerate(entries) if layers[i] == depth for f in word_forms(w)}
+        core = "|".join(_literal(_tokens(f)) for f in sorted(forms, key=lambda f: (-len(f), f)))
+        marked = f"regexp_replace(tok, {_sql_str('(?i)(' + core + ')')}, chr(1) || '\\1' || chr(2), 'g')"
+        passes.append(
+            f"SELECT rid, {depth} AS depth, string_split(translate({marked}, "
+            f"{controls.split(' || ', 2)[2]}, ''), chr(1)) AS parts FROM t"
+        )
     sql = f"""
-        WITH t AS (SELECT row_number() OVER () AS rid, {marked} AS m
+        WITH t AS (SELECT row_number() OVER () AS rid, {_tokens_sql(masked_sql(clean, exclusions))} AS tok
                    FROM ({texts_sql}) AS src WHERE caption IS NOT NULL),
-        p AS (SELECT rid, string_split(m, chr(1)) AS parts FROM t WHERE contains(m, chr(1))),
-        o AS (SELECT rid, parts, unnest(range(2, len(parts) + 1)) AS k FROM p),
-        e AS (SELECT rid, split_part(parts[k], chr(2), 1) AS hit,
+        p AS (SELECT * FROM ({" UNION ALL ".join(passes)}) WHERE len(parts) > 1),
+        o AS (SELECT rid, depth, parts, unnest(range(2, len(parts) + 1)) AS k FROM p),
+        e AS (SELECT rid, depth, split_part(parts[k], chr(2), 1) AS hit,
                      regexp_extract(replace(array_to_string(parts[1:k - 1], ''), chr(2), ''),
                                     '({word}+){nonword}*$', 1) AS lw,
                      regexp_extract(replace(split_part(parts[k], chr(2), 2)
                                             || array_to_string(parts[k + 1:], ''), chr(2), ''),
                                     '^{nonword}*({word}+)', 1) AS rw
               FROM o),
-        f AS (SELECT rid, regexp_replace(hit, '[\\s\\-]+', ' ', 'g') AS key,
+        f AS (SELECT rid, depth, regexp_replace(hit, '[\\s\\-]+', ' ', 'g') AS key,
                      concat_ws(' ', nullif(lw, ''), regexp_replace(hit, '\\s+', ' ', 'g'), nullif(rw, ''))
                          AS phrase
               FROM e),
-        keys(key, entry) AS (VALUES {keys}),
-        r AS (SELECT k.entry, f.phrase, count(DISTINCT f.rid) AS n FROM f JOIN keys k ON f.key = k.key
-              GROUP BY ALL)
+        keys(key, depth, entry) AS (VALUES {keys}),
+        r AS (SELECT k.entry, f.phrase, count(DISTINCT f.rid) AS n
+              FROM f JOIN keys k ON f.key = k.key AND f.depth = k.depth GROUP BY ALL)
         SELECT entry, phrase, n FROM (
             SELECT *, row_number() OVER (PARTITION BY entry ORDER BY n DESC, phrase) AS rank FROM r)
         WHERE rank <= {top} ORDER BY entry, rank
