@@ -111,7 +111,9 @@ SEX_WORDS = _words(
     "man men woman women boy girl lady gentleman gal guy lad lass maid maiden wife husband mother "
     "father son daughter brother sister aunt uncle niece nephew grandmother grandfather grandson "
     "granddaughter mom mum dad mama papa king queen prince princess duke duchess lord bride groom "
-    "bridegroom widow widower monk nun priestess madam sir fella bloke dude chick"
+    "bridegroom widow widower monk nun priestess madam sir fella bloke dude chick "
+    # feminine forms in -ette whose definitions do not say so ("a Parisian shopgirl")
+    "brunette midinette majorette usherette suffragette"
 )
 #: Words in -man and -ess that do not name a sex (every other one does: nobleman, baroness).
 UNSEXED_MAN = _words("human shaman superhuman")

@@ -17,14 +17,26 @@ from fairsets.audit.persons import tables, transfer
 
 
 def test_default_categories_ship_with_provenance_and_no_gendered_words():
+    # the default is the WordNet-derived list, nearer the study's 2,617 categories than the short one
     cats = transfer.load_categories()
-    assert len(cats) >= 100
-    assert {"nurse", "engineer", "CEO", "secretary", "police officer"} <= set(cats)
+    assert len(cats) >= 2617
+    assert transfer.default_categories_path().name == "social_categories_wordnet.toml"
+    assert {"nurse", "engineer", "CEO", "secretary", "police officer", "librarian", "surgeon"} <= set(cats)
     assert len({c.lower() for c in cats}) == len(cats)
     # words that name a gender themselves would make the relation trivially strong
-    assert not [c for c in cats if re.search(r"(man|men|ess|woman|women)$", c) or c in {"mother", "father"}]
-    header = transfer.default_categories_path().read_text(encoding="utf-8").split("[")[0]
-    assert "Apache-2.0" in header and "Provenance" in header and "written for fairsets" in header
+    gendered = {
+        "actress", "waitress", "businessman", "businesswoman", "chairman", "chairwoman", "policeman",
+        "policewoman", "mother", "father", "girl", "boy", "husband", "wife", "king", "queen", "nun",
+        "monk", "bride", "groom", "sister", "brother", "daughter", "son", "widow", "widower", "lady",
+        "gentleman", "heroine", "stewardess", "housewife", "fireman", "salesman", "saleswoman",
+    }
+    assert not gendered & {c.lower() for c in cats}
+    assert not [c for c in cats if re.search(r"(woman|women|ess|ette)$", c) and not c.endswith(("witness", "less"))]
+    header = transfer.default_categories_path().read_text(encoding="utf-8").split("\n[")[0]
+    assert "WordNet 3.0 Copyright 2006 by Princeton University" in header and "Derivation" in header
+    assert "scripts/derive_social_categories.py" in header
+    short = transfer.load_categories(transfer.default_categories_path().with_name("social_categories.toml"))
+    assert len(short) >= 100 and set(short) <= set(cats)
 
 
 def test_a_user_file_replaces_the_default(tmp_path):

@@ -4,7 +4,7 @@ category the co-occurrence of that category with perceived groups in the alt-tex
 After design 4 of the LAION-400M person-centric annotation study. The pieces, by module (all
 importable from here, as before):
 
-* **categories** (:mod:`.transfer_categories`) — the list (``data/social_categories.toml``, or
+* **categories** (:mod:`.transfer_categories`) — the list (``data/social_categories_wordnet.toml``, or
   yours: :func:`load_categories`) and which alt-texts name each one (:func:`category_pattern`:
   whole words, case-insensitive, plural forms by the inflect library, innocent-sense phrases masked).
 * **data bias** (:mod:`.transfer_data`) — :func:`data_bias`: among the single-gender images whose

@@ -1,6 +1,7 @@
 """Social categories for the bias-transfer audit: the list, and which alt-texts name each one.
 
-The list that ships with fairsets is ``data/social_categories.toml`` (see its header);
+The list that ships with fairsets is ``data/social_categories_wordnet.toml`` (fairsets' short
+``social_categories.toml`` plus WordNet 3.0 person nouns; see its header);
 :func:`load_categories` reads it or your own. An alt-text **names** a category when, after the
 innocent-sense phrases (:func:`.words.load_exclusions`, e.g. "tailor-made", "model train") are
 masked out of it (:func:`.words.masked_sql`), one of the category's forms occurs in it as whole
@@ -48,7 +49,7 @@ _SEP = r"[\s\-]+"
 
 def default_categories_path() -> Path:
     """The category file that ships with fairsets (see its header for provenance and licence)."""
-    return Path(str(resources.files("fairsets.audit.persons").joinpath("data", "social_categories.toml")))
+    return Path(str(resources.files("fairsets.audit.persons").joinpath("data", "social_categories_wordnet.toml")))
 
 
 def load_categories(path: str | os.PathLike[str] | None = None) -> list[str]:

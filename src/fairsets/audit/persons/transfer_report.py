@@ -89,11 +89,14 @@ female, {{ data.n_male }} male). Kept: named in at least {{ data.min_count }} of
 {% endfor %}</table>
 
 <h2>Categories dropped by the count rule ({{ data.dropped|length }})</h2>
-{% if data.dropped %}<table>
+{% set seen = data.dropped|selectattr("n")|list %}
+{% if data.dropped %}<p>{{ data.dropped|length - seen|length }} of them are named in no single-gender
+image (listed in transfer.json); those named at least once:</p>
+{% if seen %}<table>
 <tr><th class="l">category</th><th>female</th><th>male</th><th>n</th></tr>
-{% for r in data.dropped %}<tr><td class="l">{{ r.category }}</td><td>{{ r.female }}</td><td>{{ r.male }}</td>
+{% for r in seen %}<tr><td class="l">{{ r.category }}</td><td>{{ r.female }}</td><td>{{ r.male }}</td>
 <td>{{ r.n }}</td></tr>
-{% endfor %}</table>{% else %}<p>None.</p>{% endif %}
+{% endfor %}</table>{% else %}<p>None.</p>{% endif %}{% else %}<p>None.</p>{% endif %}
 
 <h2>Probe images</h2>
 <table>
