@@ -25,13 +25,45 @@ def test_default_categories_ship_with_provenance_and_no_gendered_words():
     assert len({c.lower() for c in cats}) == len(cats)
     # words that name a gender themselves would make the relation trivially strong
     gendered = {
-        "actress", "waitress", "businessman", "businesswoman", "chairman", "chairwoman", "policeman",
-        "policewoman", "mother", "father", "girl", "boy", "husband", "wife", "king", "queen", "nun",
-        "monk", "bride", "groom", "sister", "brother", "daughter", "son", "widow", "widower", "lady",
-        "gentleman", "heroine", "stewardess", "housewife", "fireman", "salesman", "saleswoman",
+        "actress",
+        "waitress",
+        "businessman",
+        "businesswoman",
+        "chairman",
+        "chairwoman",
+        "policeman",
+        "policewoman",
+        "mother",
+        "father",
+        "girl",
+        "boy",
+        "husband",
+        "wife",
+        "king",
+        "queen",
+        "nun",
+        "monk",
+        "bride",
+        "groom",
+        "sister",
+        "brother",
+        "daughter",
+        "son",
+        "widow",
+        "widower",
+        "lady",
+        "gentleman",
+        "heroine",
+        "stewardess",
+        "housewife",
+        "fireman",
+        "salesman",
+        "saleswoman",
     }
     assert not gendered & {c.lower() for c in cats}
-    assert not [c for c in cats if re.search(r"(woman|women|ess|ette)$", c) and not c.endswith(("witness", "less"))]
+    assert not [
+        c for c in cats if re.search(r"(woman|women|ess|ette)$", c) and not c.endswith(("witness", "less"))
+    ]
     header = transfer.default_categories_path().read_text(encoding="utf-8").split("\n[")[0]
     assert "WordNet 3.0 Copyright 2006 by Princeton University" in header and "Derivation" in header
     assert "scripts/derive_social_categories.py" in header

@@ -49,7 +49,8 @@ _SEP = r"[\s\-]+"
 
 def default_categories_path() -> Path:
     """The category file that ships with fairsets (see its header for provenance and licence)."""
-    return Path(str(resources.files("fairsets.audit.persons").joinpath("data", "social_categories_wordnet.toml")))
+    data = resources.files("fairsets.audit.persons").joinpath("data", "social_categories_wordnet.toml")
+    return Path(str(data))
 
 
 def load_categories(path: str | os.PathLike[str] | None = None) -> list[str]:
