@@ -33,7 +33,7 @@ Each side runs in its own child process, so its peak RSS (``ru_maxrss``) is its 
 Printed: per step (read + join, composition, crime words, data bias) the seconds of each side and
 their ratio, the total ratio, each side's peak RSS, whether the targets hold (≥ 10× faster,
 fairsets ≤ 2 GB), and ``same numbers: yes`` when every count agrees: boxes/images per gender and
-race group (and missing, both genders, only unclear), persons-per-image and box-area bins, the
+race group under the image-level group rule (unlabelled apart from unclear, both genders), persons-per-image and box-area bins, the
 crime-word matches and texts per group, the data-bias female/male counts per category (means and
 the median within 1e-6). A mismatch lists the first differences and exits with status 1.
 
@@ -355,18 +355,10 @@ def _peak_rss_mb() -> float:
 def flat_fairsets(comp: dict, crime: dict, bias: dict) -> tuple[dict[str, int], dict[str, float]]:
     """The counts (and the few means) of the three fairsets results, under flat names."""
     n: dict[str, int] = {k: comp[k] for k in ("n_boxes", "n_images", "n_person_images")}
-    for attr in ("gender", "race"):
-        sec = comp["boxes"][attr]
-        n |= {f"boxes.{attr}.{g}": v["count"] for g, v in sec["groups"].items()}
-        n[f"boxes.{attr}.missing"] = sec["missing"]["count"]
-    sec = comp["images"]["gender"]
-    n |= {f"images.gender.{g}": v["count"] for g, v in sec["groups"].items()}
-    n["images.gender.missing"] = sec["missing"]["count"]
+    for attr in ("gender", "race"):  # every table of one denominator, unlabelled its own row
+        for kind in ("boxes", "images"):
+            n |= {f"{kind}.{attr}.{g}": v["count"] for g, v in comp[kind][attr]["groups"].items()}
     n["images.both_genders"] = comp["images"]["both_genders"]["count"]
-    sec = comp["images"]["race"]
-    n |= {f"images.race.{g}": v["count"] for g, v in sec["groups"].items()}
-    n["images.race.only_unclear"] = sec["only_unclear"]["count"]
-    n["images.race.missing"] = sec["missing"]["count"]
     ppi, area = comp["persons_per_image"], comp["box_area"]
     n |= {f"persons_per_image.{b}": c for b, c in zip(ppi["bins"], ppi["counts"], strict=True)}
     n["persons_per_image.max"] = ppi["max"]
@@ -378,7 +370,6 @@ def flat_fairsets(comp: dict, crime: dict, bias: dict) -> tuple[dict[str, int], 
     for attr in ("gender", "race"):
         for g, v in alt[attr].items():
             n[f"crime.{attr}.{g}.matches"], n[f"crime.{attr}.{g}.n"] = v["matches"], v["n"]
-        n[f"crime.{attr}_missing"] = alt[f"{attr}_missing"]
     for c in bias["categories"] + bias["dropped"]:
         n[f"bias.{c['category']}.female"], n[f"bias.{c['category']}.male"] = c["female"], c["male"]
     n |= {f"bias.{k}": bias[k] for k in ("n_single_gender", "n_female", "n_male")}
@@ -436,6 +427,7 @@ def run_pandas(ann: Path, regex: str = "arrow") -> dict[str, Any]:
 
     from fairsets.audit.persons.crime import load_crime_words, word_pattern
     from fairsets.audit.persons.transfer import category_pattern, load_categories
+    from fairsets.audit.persons.words import load_exclusions, mask_pattern
 
     times, n = {}, {}
     key = ["shard", "key"]
@@ -461,12 +453,18 @@ def run_pandas(ann: Path, regex: str = "arrow") -> dict[str, Any]:
         .reset_index()
     )  # fmt: skip
     pi = per.merge(images, on=key, how="inner")
-    pi["gender"] = np.select(
-        [(pi.n_mixed > 0) | ((pi.n_female > 0) & (pi.n_male > 0)), pi.n_female > 0, pi.n_male > 0],
-        ["mixed", "female", "male"],
-        "unclear",
-    )
-    races = boxes[[*key, "perceived_race"]].dropna().drop_duplicates().merge(pi[key], on=key)
+    for attr in ("gender", "race"):  # the exclusive image-level rule: one group per image
+        labels = boxes[[*key, f"perceived_{attr}"]].dropna().drop_duplicates()
+        col = labels[f"perceived_{attr}"]
+        known = labels[col.ne("unclear")].groupby(key)[f"perceived_{attr}"].agg(["size", "first"])
+        has = labels.groupby(key).size().rename("labelled")
+        grp = pi[key].merge(has.reset_index(), on=key, how="left")
+        grp = grp.merge(known.reset_index(), on=key, how="left")
+        pi[attr] = np.select(
+            [grp["labelled"].isna().to_numpy(), grp["size"].isna().to_numpy(), grp["size"].eq(1).to_numpy()],
+            ["unlabelled", "unclear", grp["first"].astype(object).to_numpy()],
+            "mixed",
+        )
     times["read + join"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -474,19 +472,9 @@ def run_pandas(ann: Path, regex: str = "arrow") -> dict[str, Any]:
     for attr in ("gender", "race"):
         counts = boxes[f"perceived_{attr}"].value_counts(dropna=False)
         for label, c in counts.items():
-            n[f"boxes.{attr}.{'missing' if pd.isna(label) else label}"] = int(c)
-    n |= {f"images.gender.{k}": int(v) for k, v in pi["gender"].value_counts().items()}
-    labelled = pi.n_female + pi.n_male + pi.n_mixed + pi.n_unclear
-    n["images.gender.missing"] = int((labelled == 0).sum())
+            n[f"boxes.{attr}.{'unlabelled' if pd.isna(label) else label}"] = int(c)
+        n |= {f"images.{attr}.{k}": int(v) for k, v in pi[attr].value_counts().items()}
     n["images.both_genders"] = int(((pi.n_female > 0) & (pi.n_male > 0)).sum())
-    n |= {f"images.race.{k}": int(v) for k, v in races["perceived_race"].value_counts().items()}
-    per_img = (
-        races.assign(u=races["perceived_race"].eq("unclear"))
-        .groupby(key)
-        .agg(k=("u", "size"), u=("u", "sum"))
-    )
-    n["images.race.only_unclear"] = int(((per_img.k == 1) & (per_img.u == 1)).sum())
-    n["images.race.missing"] = len(pi) - len(per_img)
     binned = np.minimum(pi["n_persons"].to_numpy(), 10)
     for b, c in zip(range(1, 11), np.bincount(binned, minlength=11)[1:], strict=True):
         n[f"persons_per_image.{b if b < 10 else '>=10'}"] = int(c)
@@ -507,20 +495,22 @@ def run_pandas(ann: Path, regex: str = "arrow") -> dict[str, Any]:
     cap = pi["caption"]
     texted = cap.notna() & cap.fillna("").str.strip().ne("")  # blank: only whitespace
     n["crime.no_text"] = int((~texted).sum())
-    alt = pi.loc[texted, [*key, "gender", "caption"]]
-    alt["hit"] = _contains(alt["caption"], word_pattern(load_crime_words()))
+    alt = pi.loc[texted, [*key, "gender", "race", "caption"]]
+    masked = alt["caption"].str.lower()  # innocent senses blanked first, twice (as masked_sql)
+    pat = mask_pattern(load_exclusions())
+    if not (isinstance(masked.dtype, pd.StringDtype) and masked.dtype.storage == "pyarrow"):
+        pat = python_pattern(pat)  # Python re on object strings
+    for _ in range(2):
+        masked = masked.str.replace(pat, r"\1 \3", regex=True)
+    alt["hit"] = _contains(masked, word_pattern(load_crime_words()))
     n["crime.overall.matches"], n["crime.overall.n"] = int(alt["hit"].sum()), len(alt)
-    for g, row in alt.groupby("gender")["hit"].agg(["sum", "size"]).iterrows():
-        n[f"crime.gender.{g}.matches"], n[f"crime.gender.{g}.n"] = int(row["sum"]), int(row["size"])
-    n["crime.gender_missing"] = 0  # the image-level rule gives every person image a group
-    by_race = races.merge(alt[[*key, "hit"]], on=key)
-    for g, row in by_race.groupby("perceived_race")["hit"].agg(["sum", "size"]).iterrows():
-        n[f"crime.race.{g}.matches"], n[f"crime.race.{g}.n"] = int(row["sum"]), int(row["size"])
-    n["crime.race_missing"] = len(alt) - len(alt[key].merge(per_img.reset_index()[key], on=key))
+    for attr in ("gender", "race"):
+        for g, row in alt.groupby(attr)["hit"].agg(["sum", "size"]).iterrows():
+            n[f"crime.{attr}.{g}.matches"], n[f"crime.{attr}.{g}.n"] = int(row["sum"]), int(row["size"])
     times["crime words"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    single = pi[pi["gender"].isin(["female", "male"]) & pi["caption"].notna()]
+    single = pi[pi["gender"].isin(["female", "male"]) & texted]  # blank alt-texts are no text
     lower = single["caption"].str.lower()
     for c in load_categories():
         hits = _contains(lower, category_pattern(c)).groupby(single["gender"]).sum()
