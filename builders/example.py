@@ -222,6 +222,13 @@ def write_candidates(listing: Path) -> None:
             "An error page saved as .jpg",
         ),
     ]
+    write_listing(listing, folder, files)
+
+
+def write_listing(listing: Path, folder: Path, files: list[tuple]) -> None:
+    """Write each ``(name, bytes, state, gender, identity, license, author, url, title)`` of
+    ``files`` into ``folder`` (only when its bytes differ) and the CSV ``listing`` naming them,
+    each file through a temporary one renamed into place."""
     rows = []
     for name, blob, state, gender, ident, lic, author, url, title in files:
         path = folder / name

@@ -26,12 +26,20 @@ The ``gender`` column records the gender of each portrait as presented in its so
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 import io
 from pathlib import Path
 
-COLUMNS = ["path", "state", "gender", "identity", "license", "author", "source_url", "title"]
+
+def _example():
+    """The example's builder beside this file (its listing writer is shared)."""
+    spec = importlib.util.spec_from_file_location(
+        "fairsets_example_builder", Path(__file__).with_name("example.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 ULTRALYTICS = "https://github.com/ultralytics/ultralytics/tree/main/ultralytics/assets"
 # (file in ultralytics/assets, crop box (left, top, right, bottom), identity, state)
@@ -113,19 +121,4 @@ def write_candidates(listing: Path) -> None:
                 f"Crop {box} of ultralytics/assets/{source}",
             )
         )
-    rows = []
-    for name, blob, state, gender, ident, lic, author, url, title in files:
-        path = folder / name
-        if not path.exists() or path.read_bytes() != blob:
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_bytes(blob)
-            tmp.replace(path)
-        rows.append(
-            dict(zip(COLUMNS, [f"images/{name}", state, gender, ident, lic, author, url, title], strict=True))
-        )
-    tmp = listing.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(listing)
+    _example().write_listing(listing, folder, files)

@@ -96,3 +96,21 @@ def write_person_tables(
         refs.append({"name": shard, "path": str(ann / f"{shard}.tar"), "kind": "tar"})
     layout.write_manifest(ann, {"inputs": refs, "params": {"min_side": 30}})
     return ann
+
+
+def image_group(labels: Sequence[str | None]) -> str:
+    """The exclusive image-level group of one attribute, written out from the rule's words (an
+    independent reference for the tests, not fairsets' SQL): no label at all → ``unlabelled``;
+    only ``unclear`` → ``unclear``; one label besides ``unclear`` → that label; more → ``mixed``."""
+    named = {x for x in labels if x is not None}
+    known = named - {"unclear"}
+    if not named:
+        return "unlabelled"
+    if not known:
+        return "unclear"
+    return next(iter(known)) if len(known) == 1 else "mixed"
+
+
+def image_groups_any(labels: Sequence[str | None]) -> set[str]:
+    """The groups of one attribute an image is in under the ``any`` rule (every label a box has)."""
+    return {x for x in labels if x is not None} or {"unlabelled"}

@@ -8,6 +8,7 @@ import random
 
 import pytest
 from person_tables import ImageSpec, write_person_tables
+from person_tables import image_group as _image_group
 from typer.testing import CliRunner
 
 from fairsets.audit.persons import run as audit_run
@@ -205,16 +206,6 @@ def test_sentiment_with_two_workers_gives_the_same_numbers(ann, audited, tmp_pat
     two = json.loads((out / "audit.json").read_text(encoding="utf-8"))["sentiment"]
     assert one is not None and two == one
     assert one["alt"]["overall"]["n"] == 400 and one["scorer"]["name"] == "vader"
-
-
-def _image_group(labels: list) -> str:
-    named = {x for x in labels if x is not None}
-    known = named - {"unclear"}
-    if not named:
-        return "unlabelled"
-    if not known:
-        return "unclear"
-    return known.pop() if len(known) == 1 else "mixed"
 
 
 def _norm(line: str) -> str:

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from person_tables import ImageSpec, write_person_tables
+from person_tables import ImageSpec, image_group, image_groups_any, write_person_tables
 
 from fairsets.audit.persons.composition import composition
 from fairsets.audit.persons.tables import connect
@@ -29,21 +29,6 @@ def check(entry: dict, k: int, n: int) -> None:
     assert (entry["count"], entry["n"]) == (k, n)
     assert entry["share"] == pytest.approx(k / n)
     assert entry["ci95"] == pytest.approx(wilson(k, n), abs=1e-12)
-
-
-def image_group(labels: list) -> str:
-    """The exclusive image-level group, from the rule's words (labels of one attribute)."""
-    named = {x for x in labels if x is not None}
-    known = named - {"unclear"}
-    if not named:
-        return "unlabelled"
-    if not known:
-        return "unclear"
-    return known.pop() if len(known) == 1 else "mixed"
-
-
-def image_groups_any(labels: list) -> set[str]:
-    return {x for x in labels if x is not None} or {"unlabelled"}
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from person_tables import ImageSpec, write_person_tables
+from person_tables import image_group as _image_group
 
 from fairsets.annotate.layout import AnnotationError
 from fairsets.audit.persons.crime import crime_association, load_crime_words, word_pattern
@@ -17,17 +18,6 @@ from fairsets.audit.persons.tables import connect
 
 CRIME = ["police arrested the thief", "two robbers in a mugshot", "a convicted criminal"]
 CLEAN = ["a man at the beach", "thiefdom of the realm", "an arrestable offence?", "portrait"]
-
-
-def _image_group(labels: list) -> str:
-    """The exclusive image-level group, written out from the rule's words."""
-    named = {x for x in labels if x is not None}
-    known = named - {"unclear"}
-    if not named:
-        return "unlabelled"
-    if not known:
-        return "unclear"
-    return known.pop() if len(known) == 1 else "mixed"
 
 
 def _expected(units: list[tuple[str, str, bool]], min_count: int, reference: str = "all") -> dict:

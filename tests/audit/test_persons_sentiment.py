@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from person_tables import ImageSpec, write_person_tables
+from person_tables import image_group as _image_group
 
 from fairsets.audit.persons.sentiment import TransformerScorer, VaderScorer, sentiment
 from fairsets.audit.persons.tables import connect
@@ -35,17 +36,6 @@ def _vader(text: str) -> float:
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
     return SentimentIntensityAnalyzer().polarity_scores(text)["compound"]
-
-
-def _image_group(labels: list) -> str:
-    """The exclusive image-level group, written out from the rule's words."""
-    named = {x for x in labels if x is not None}
-    known = named - {"unclear"}
-    if not named:
-        return "unlabelled"
-    if not known:
-        return "unclear"
-    return known.pop() if len(known) == 1 else "mixed"
 
 
 def _wilson(k: int, n: int) -> list[float]:

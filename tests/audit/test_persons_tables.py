@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from person_tables import ImageSpec, write_person_tables
+from person_tables import image_group as exclusive
 
 from fairsets.annotate import layout
 from fairsets.annotate.layout import AnnotationError
@@ -29,17 +30,6 @@ RACE_CASES = [  # boxes' perceived race → the image's exclusive race group (th
     ([None, None], "unlabelled"),
     (["black", "black", "east_asian", "unclear"], "mixed"),
 ]
-
-
-def exclusive(labels: list) -> str:
-    """The exclusive image-level group, written out here from the rule's words."""
-    named = {x for x in labels if x is not None}
-    known = named - {"unclear"}
-    if not named:
-        return "unlabelled"
-    if not known:
-        return "unclear"
-    return next(iter(known)) if len(known) == 1 else "mixed"
 
 
 def test_image_gender_rule_and_counts(tmp_path: Path) -> None:

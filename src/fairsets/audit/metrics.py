@@ -298,21 +298,27 @@ def group_similarity_summary(
     names, idx = _group_index(groups, group_names, s.size)
     out: dict[str, dict[str, float | int] | None] = {}
     for i, g in enumerate(names):
-        v = s[idx == i]
-        if v.size == 0:
-            out[g] = None
-            continue
-        q1, med, q3 = (float(x) for x in np.quantile(v, [0.25, 0.5, 0.75]))
-        out[g] = {
-            "n": int(v.size),
-            "min": float(v.min()),
-            "q1": q1,
-            "median": med,
-            "q3": q3,
-            "max": float(v.max()),
-            "mean": float(v.mean()),
-        }
+        out[g] = box_stats(s[idx == i])
     return out
+
+
+def box_stats(values: Sequence[float] | np.ndarray) -> dict[str, float | int] | None:
+    """``{"n", "min", "q1", "median", "q3", "max", "mean"}`` of the finite ``values`` (quartiles by
+    :func:`numpy.quantile`, linear interpolation; None and non-finite values left out); ``None``
+    when no value is left."""
+    v = np.asarray([float(x) for x in values if x is not None and math.isfinite(float(x))], dtype=float)
+    if v.size == 0:
+        return None
+    q1, med, q3 = (float(x) for x in np.quantile(v, [0.25, 0.5, 0.75]))
+    return {
+        "n": int(v.size),
+        "min": float(v.min()),
+        "q1": q1,
+        "median": med,
+        "q3": q3,
+        "max": float(v.max()),
+        "mean": float(v.mean()),
+    }
 
 
 def std_of_means(means: Mapping[str, float]) -> float:

@@ -14,6 +14,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from fairsets.audit.metrics import box_stats
+
 __all__ = ["DPI", "bar_png", "box_png", "box_stats", "figure", "group_ticks", "mpl_label", "png_uri"]
 
 DPI = 100
@@ -106,27 +108,6 @@ def bar_png(
     if len(series) > 1 or reference is not None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return png_uri(fig)
-
-
-def box_stats(values: Sequence[float]) -> dict[str, float | int] | None:
-    """``{"n", "min", "q1", "median", "q3", "max", "mean"}`` of ``values`` (quartiles by
-    :func:`numpy.quantile`, linear interpolation), the shape of the audit's
-    ``group_similarity_summary``; ``None`` when there is no value."""
-    import numpy as np
-
-    v = np.asarray([float(x) for x in values if x is not None and math.isfinite(float(x))], dtype=float)
-    if v.size == 0:
-        return None
-    q1, med, q3 = (float(x) for x in np.quantile(v, [0.25, 0.5, 0.75]))
-    return {
-        "n": int(v.size),
-        "min": float(v.min()),
-        "q1": q1,
-        "median": med,
-        "q3": q3,
-        "max": float(v.max()),
-        "mean": float(v.mean()),
-    }
 
 
 def box_png(
