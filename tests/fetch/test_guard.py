@@ -61,7 +61,8 @@ LOOP = FetchPolicy(allow_loopback=True, timeout=1)
         ("ff02::1", "multicast"),
         ("255.255.255.255", "broadcast"),
         ("240.0.0.1", "reserved"),
-        ("192.0.2.10", "not globally routable"),
+        ("192.0.2.10", "not globally reachable"),
+        ("192.0.0.192", "not globally reachable"),
     ],
 )
 def test_check_ip_refuses_non_public_addresses(ip: str, category: str) -> None:

@@ -9,10 +9,15 @@ enforced where the socket is made, not where the URL is parsed:
   checked addresses — there is no second DNS lookup, so DNS rebinding cannot swap the address
   between check and connect. The ``Host`` header and TLS SNI/certificate checks still use the
   host name;
-* loopback is refused unless ``allow_loopback``; private, link-local, carrier-grade NAT,
-  unique-local and other non-global ranges are refused unless ``allow_private``; unspecified,
-  multicast and reserved addresses are always refused. IPv4-mapped (``::ffff:a.b.c.d``), 6to4
-  and NAT64 (``64:ff9b::/96``) IPv6 addresses are judged by the IPv4 address they carry;
+* addresses are judged by fairsets' own copy of the IANA IPv4 and IPv6 Special-Purpose Address
+  Registries (:mod:`.special`: every entry, its "globally reachable" flag and the exceptions
+  inside a larger block, the longest prefix deciding), never by the standard library's
+  ``is_global``, whose answers differ between Python releases. Loopback is refused unless
+  ``allow_loopback``; private, link-local, carrier-grade NAT, unique-local and the other blocks
+  the registries mark not globally reachable (192.0.0.0/24, documentation, benchmarking, ...)
+  are refused unless ``allow_private``; unspecified, multicast, broadcast, reserved and
+  non-destination addresses are always refused. IPv4-mapped (``::ffff:a.b.c.d``), 6to4 and
+  NAT64 (``64:ff9b::/96``) IPv6 addresses are judged by the IPv4 address they carry;
 * environment proxies are ignored (a proxy would make the checked address the proxy's), and
   only the schemes of the policy (``http``, ``https``) are opened — never ``file:``, ``ftp:``
   or ``data:``, on the first request or after a redirect;
@@ -47,7 +52,8 @@ API:
     * ``fetch_url(url, policy, *, user_agent=None) -> FetchResult``
 
 Modules, one idea each: :mod:`.policy` (the knobs), :mod:`.refusals` (the exceptions and their
-reasons), :mod:`.addresses` (the address check at the socket), :mod:`.robots` (``X-Robots-Tag``),
+reasons), :mod:`.special` (the IANA special-purpose table), :mod:`.addresses` (the address check
+at the socket), :mod:`.robots` (``X-Robots-Tag``),
 :mod:`.clock` (deadline and minimum rate), :mod:`.opener` (the urllib plumbing) and
 :mod:`.one_url` (:func:`fetch_url`).
 """
