@@ -88,7 +88,7 @@ def test_a_handler_set_while_ray_ran_is_left_alone(
     assert signal.getsignal(signal.SIGTERM) is later  # not Ray's any more: not ours to change
 
 
-_INNER = '''
+_INNER = """
 import time
 
 import pytest
@@ -111,7 +111,7 @@ def test_waits(n):
         pass
     print("waiting", flush=True)
     time.sleep(60)
-'''
+"""
 
 
 @pytest.mark.ray
