@@ -104,10 +104,17 @@ def test_token_counts_that_are_no_counts_are_null_and_the_answer_kept(
     srv.script = [Step(text="an answer", usage=usage), Step(text="another", usage=(10, 1))]
     batch = client(srv, tmp_path / "cache", max_concurrency=1).run(ask("a", "b"))
     first = batch.results[0]
-    assert (first.text, first.error, first.prompt_tokens, first.completion_tokens) == ("an answer", None, *kept)
+    assert (first.text, first.error, first.prompt_tokens, first.completion_tokens) == (
+        "an answer",
+        None,
+        *kept,
+    )
     assert batch.prompt_tokens == 10 + (kept[0] or 0) and batch.completion_tokens == 1 + (kept[1] or 0)
     again = client(srv, tmp_path / "cache").run(ask("a"))  # what was cached reads back the same
-    assert again.results[0].cached and (again.results[0].prompt_tokens, again.results[0].completion_tokens) == kept
+    assert (
+        again.results[0].cached
+        and (again.results[0].prompt_tokens, again.results[0].completion_tokens) == kept
+    )
 
 
 def test_bad_counts_in_a_cache_entry_read_as_null(srv: OpenAIServer, tmp_path: Path) -> None:
@@ -156,7 +163,9 @@ def test_an_echoed_key_is_never_written_whole_or_in_part(
     )
     caplog.set_level(logging.DEBUG)
     cache = tmp_path / "cache"
-    batch = client(srv, cache).run(ask(*["answer", "refusal", "finish", "400", "400 text", "bad body", "part"]))
+    batch = client(srv, cache).run(
+        ask(*["answer", "refusal", "finish", "400", "400 text", "bad body", "part"])
+    )
     results = [vars(r) for r in batch.results]
     assert results[0]["text"] == "Sure. Your key is ***." and results[1]["error"].endswith("***")
     assert results[3]["error"] == f"http 400: {pad}***" and results[6]["text"].startswith(

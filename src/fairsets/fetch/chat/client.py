@@ -62,9 +62,10 @@ model served elsewhere answers from the cache; the value holds the text, finish 
 and usage. Answers are cached, refusals included (the model's answer to that request); errors
 are not, so a re-run asks those requests again. Nor is an answer the request's ``accept`` refuses
 (:class:`ChatRequest`: a vote that is no letter, a verdict that is none): an unusable answer is
-never final, a re-run asks it again (and a cached one ``accept`` refuses is asked again too). A caller with an on-disk layout of its own
-(:mod:`fairsets.geo.methods.llm` keeps its raw-answer files) overrides :meth:`ChatClient.question_key`,
-:meth:`ChatClient.encode_answer` and :meth:`ChatClient.decode_answer`.
+never final, a re-run asks it again (and a cached one ``accept`` refuses is asked again too).
+A caller with an on-disk layout of its own (:mod:`fairsets.geo.methods.llm` keeps its raw-answer
+files) overrides :meth:`ChatClient.question_key`, :meth:`ChatClient.encode_answer` and
+:meth:`ChatClient.decode_answer`.
 """
 
 from __future__ import annotations
