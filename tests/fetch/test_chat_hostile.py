@@ -148,6 +148,7 @@ def test_an_echoed_key_is_never_written_whole_or_in_part(
     """Defect 4: answers were stored unmasked, and error texts were clipped before masking, so the
     first characters of a key that started near the clip survived."""
     pad = "x" * 171  # the key straddles the 200-character clip of error texts
+    escaped = "".join(f"\\u{ord(c):04x}" for c in SECRET).encode()  # JSON escapes: the key once decoded
     by_text(
         srv,
         {
@@ -158,16 +159,16 @@ def test_an_echoed_key_is_never_written_whole_or_in_part(
             "400 text": Step(status=400, raw=f"<html>{pad}{ECHO_KEY}</html>".encode()),
             "bad body": Step(raw=f"<html>{'y' * 40}{ECHO_KEY}</html>".encode()),
             "part": Step(text=f"Incorrect API key provided: {SECRET[:14]}*****{SECRET[-4:]}"),
-            "escaped": Step(raw=json.dumps({"choices": [{"message": {"content": ECHO_KEY}}]}).encode()),
+            "escaped": Step(raw=b'{"choices": [{"message": {"content": "%s"}}]}' % escaped),
         },
     )
     caplog.set_level(logging.DEBUG)
     cache = tmp_path / "cache"
-    batch = client(srv, cache).run(
-        ask(*["answer", "refusal", "finish", "400", "400 text", "bad body", "part"])
-    )
+    asked = ("answer", "refusal", "finish", "400", "400 text", "bad body", "part", "escaped")
+    batch = client(srv, cache).run(ask(*asked))
     results = [vars(r) for r in batch.results]
     assert results[0]["text"] == "Sure. Your key is ***." and results[1]["error"].endswith("***")
+    assert results[7]["text"] == "***" and results[5]["error"].startswith("invalid response: not JSON")
     assert results[3]["error"] == f"http 400: {pad}***" and results[6]["text"].startswith(
         "Incorrect API key provided: ***"
     )
