@@ -5,6 +5,7 @@ callback (``--version``, ``-v``, ``--debug``) and :func:`main`, and assembles th
 package owns:
 
 * :mod:`fairsets.pipeline.cli` — ``build``, ``validate``, ``steps``, ``publish`` and ``review``;
+* :mod:`fairsets.pipeline.recipes` — ``example`` (the shipped recipes, written out);
 * :mod:`fairsets.sources.cli` — ``fetch``;
 * :mod:`fairsets.fetch.cli` — ``download``;
 * :mod:`fairsets.audit.cli` — ``audit`` and ``card``;
@@ -39,6 +40,7 @@ from .debias.cli import debias_app
 from .fetch.cli import download_cmd
 from .geo.cli import geo_app
 from .pipeline.cli import build_cmd, publish_cmd, review_app, steps_cmd, validate_cmd
+from .pipeline.recipes import example_cmd
 from .sources.cli import fetch_app
 
 
@@ -176,6 +178,7 @@ def _root(
 app.command("build")(build_cmd)
 app.command("validate")(validate_cmd)
 app.command("steps")(steps_cmd)
+app.command("example")(example_cmd)
 app.add_typer(fetch_app, name="fetch", cls=FairsetsGroup)
 app.command("download")(download_cmd)
 app.add_typer(review_app, name="review", cls=FairsetsGroup)
