@@ -41,17 +41,19 @@ class Progress:
         )
         from rich.progress import Progress as RichProgress
 
+        from .console import visible
+
         with RichProgress(
-            TextColumn("[bold]{task.description}"),
+            TextColumn("{task.description}", style="bold", markup=False),  # names data: never markup
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
-            TextColumn("{task.fields[rates]}"),
+            TextColumn("{task.fields[rates]}", markup=False),
             console=Console(stderr=True),
             transient=False,
         ) as bar:
-            task = bar.add_task(description, total=total, rates="")
+            task = bar.add_task(visible(description), total=total, rates="")
             counts = dict.fromkeys(rates, 0)
             start = time.monotonic()
 

@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from fairsets._cli_util import die
+from fairsets.core.console import say, text
 
 log = logging.getLogger(__name__)
-out_console = Console()
 
 _METHOD_HELP = "Method: string, ner, offline, llm or hybrid (see 'fairsets geo methods')."
 _OPTION_HELP = (
@@ -189,16 +188,19 @@ def register(app: typer.Typer) -> None:
             msg += f"; {sent} sent to the LLM ({sent / n:.1%})" if n else "; none sent to the LLM"
         if summary.get("errors"):
             msg += f"; {summary['errors']} errors (see the error column)"
-        Console(stderr=True).print(f"{msg}\nwrote {where}", highlight=False)
+        say(msg, err=True)
+        say(f"wrote {where}", err=True)  # a path is data: never markup
 
     @app.command("explain")
     def explain_cmd(
         caption: Annotated[str, typer.Argument(help="One caption.")],
     ) -> None:
         """Show how the offline method reads a caption: mentions, evidence and country scores."""
+        from rich.console import Console
+
         from fairsets.geo.methods.offline import explain
 
-        out_console.print_json(json.dumps(explain(caption), ensure_ascii=False))
+        Console().print_json(json.dumps(explain(caption), ensure_ascii=False))
 
     @app.command("methods")
     def methods_cmd() -> None:
@@ -209,4 +211,4 @@ def register(app: typer.Typer) -> None:
             doc = (GEO_METHODS.get(name).__module__ or "").rsplit(".", 1)[-1]
             cls = GEO_METHODS.get(name)
             first = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else doc
-            out_console.print(f"[bold]{name}[/]  {first}", highlight=False)
+            say(text(name, "bold"), f" {first}")
