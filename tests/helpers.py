@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import importlib.util
 import io
 import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -16,6 +18,14 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: img2dataset goes in apart (``pip install --no-deps``); a test that downloads skips without it.
+#: find_spec, not importorskip: importing img2dataset would run its package __init__ (wandb, ray,
+#: pandas, torch), and downloads would not go through the light loading users get.
+needs_img2dataset = pytest.mark.skipif(
+    importlib.util.find_spec("img2dataset") is None,
+    reason="img2dataset is not installed: pip install --no-deps img2dataset==1.47.0 (docs/install.md)",
+)
 
 
 def portraits() -> list[np.ndarray]:

@@ -1,5 +1,9 @@
 """``fairsets download`` as a new user meets it: what a refused address needs, and option mistakes
-that are one line (the problem and the fix), exit code 2, before anything is downloaded."""
+that are one line (the problem and the fix), exit code 2, before anything is downloaded.
+
+img2dataset is installed apart (``pip install --no-deps``): the tests that reach the download
+machinery skip without it, with the install line; option mistakes are caught before it is needed.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cli_helpers import assert_one_line_error, run_cli
+from helpers import needs_img2dataset  # per test: option mistakes are caught without img2dataset
 
 
 def _listing(path: Path, urls: list[str]) -> Path:
@@ -18,6 +23,7 @@ def _listing(path: Path, urls: list[str]) -> Path:
     return path
 
 
+@needs_img2dataset
 def test_a_mirror_on_this_machine_is_refused_and_the_summary_names_the_flag(
     images: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -45,6 +51,22 @@ def test_download_option_mistakes_are_one_line(
         ([listing, "--out", out, "--threads", "0"], ["--threads", "--help"]),
         ([listing, "--out", out, "--timeout", "0"], ["--timeout", "--help"]),
         ([listing, "--out", ""], ["--out is empty"]),
+    ]
+    for args, needles in cases:
+        code, _, err = run_cli(["download", *args, "--allow-loopback"], capsys)
+        assert_one_line_error(code, err, *needles)
+    assert not out.exists() and images.hits("/ok.jpg") == 0
+
+
+@needs_img2dataset
+def test_download_listing_and_folder_mistakes_are_one_line(
+    images: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listing = _listing(tmp_path / "l.parquet", [images.url("/ok.jpg")])
+    out = tmp_path / "shards"
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "empty.csv").write_text("")
+    cases = [
         ([listing, "--out", tmp_path / "a-file"], ["a-file", "give a folder"]),
         ([tmp_path / "empty.csv", "--out", out], ["empty.csv: not a readable CSV listing"]),
         ([tmp_path / "nowhere.parquet", "--out", out], ["no such file", "Parquet, CSV or JSONL"]),
