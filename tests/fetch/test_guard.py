@@ -428,6 +428,9 @@ def test_fetch_url_classification(images: Any) -> None:
     res = fetch_url(f"http://127.0.0.1:{port}/x.jpg", LOOP)
     assert (res.status, res.error.split(":")[0]) == ("failed", "connection")
     res = fetch_url("not a url?token=SECRET", LOOP)
+    assert res.status == "rejected"
+    assert res.error == "invalid_url: white space or control characters in the URL"
+    res = fetch_url("nourl?token=SECRET", LOOP)
     assert (res.status, res.error) == ("rejected", "invalid_url: ValueError")
 
 

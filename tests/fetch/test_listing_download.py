@@ -481,8 +481,8 @@ def test_the_guard_is_on(images: Any, tmp_path: Path, capsys: pytest.CaptureFixt
     listing = _write(tmp_path / "l.parquet", _listing(images, 1))
     out = tmp_path / "shards"
     code, stdout, err = run_cli(["download", listing, "--out", out, "--processes", "1"], capsys)
-    assert code == 0, err
-    assert "1 rejected" in stdout and "blocked_address" in stdout
+    assert code == 1, err  # no image: the exit status says so
+    assert "1 rejected" in stdout and "blocked_address" in stdout and "no image downloaded" in stdout
     assert images.hits("/p0.jpg") == 0
 
 
