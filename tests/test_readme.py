@@ -112,6 +112,29 @@ def test_parse_pip_check() -> None:
     assert unexpected == [found[3][1], found[4][1]]  # a mismatched torchvision is never allowed
 
 
+def test_pip_check_with_a_fresh_virtualenvs_pip_lists_only_documented_conflicts() -> None:
+    """`pip check` checks the installed pip too: a package that declares a newer pip than the one a
+    fresh virtualenv brings (ensurepip's) gets a line there that an upgraded pip never prints. The
+    lines that pip would print are made here from what the installed packages declare."""
+    import ensurepip
+
+    from packaging.requirements import Requirement
+
+    fresh = ensurepip.version()
+    lines = []
+    for dist in importlib.metadata.distributions():
+        for spec in dist.requires or []:
+            req = Requirement(spec)
+            if _norm(req.name) != "pip" or (req.marker and not req.marker.evaluate({"extra": ""})):
+                continue
+            if not req.specifier.contains(fresh, prereleases=True):
+                name = dist.metadata["Name"]
+                lines.append(f"{name} {dist.version} has requirement {req}, but you have pip {fresh}.")
+    allowed = pip_check_allow_list()
+    unexpected = [line for key, line in parse_pip_check("\n".join(lines)) if key not in allowed]
+    assert not unexpected, "docs/install.md does not explain:\n" + "\n".join(unexpected)
+
+
 @pytest.mark.timeout(180)
 def test_pip_check_lists_only_documented_conflicts() -> None:
     """`pip check` in this environment reports nothing beyond docs/install.md's allow-list."""
