@@ -5,7 +5,6 @@ controls are refused, and rows a policy refused are downloaded once the policy a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -20,13 +19,7 @@ import pytest
 from cli_helpers import assert_one_line_error, run_cli
 from fairsets.fetch.guard import FetchPolicy, url_problem
 from fairsets.fetch.guard import addresses as guard_addresses
-
-# find_spec, not importorskip: importing img2dataset here would run its package __init__.
-if importlib.util.find_spec("img2dataset") is None:
-    pytest.skip("img2dataset is installed separately (see fairsets.fetch.download)", allow_module_level=True)
-
-from fairsets.fetch.download import download_urls
-from fairsets.fetch.shards import ListingError, read_listing
+from helpers import needs_img2dataset  # per test: fairsets.fetch.download and .shards need it
 
 POLICY = FetchPolicy(allow_loopback=True, timeout=2.0)
 
@@ -74,9 +67,12 @@ def test_url_problem_on_good_urls() -> None:
     assert url_problem("http://a b/x") == "white space or control characters in the URL"
 
 
+@needs_img2dataset
 def test_permanently_bad_urls_are_rejected_and_never_retried(
     images: Any, no_egress: Any, no_dns: list[str], tmp_path: Path
 ) -> None:
+    from fairsets.fetch.download import download_urls
+
     rows = [{"key": "ok", "url": images.url("/ok.jpg")}]
     rows += [{"key": k, "url": url} for k, (url, _) in NEVER.items()]
     rows += [{"key": "long_path", "url": images.url("/" + "a" * 9000)}]
@@ -92,6 +88,7 @@ def test_permanently_bad_urls_are_rejected_and_never_retried(
     assert all(r["round"] == 0 for r in again)
 
 
+@needs_img2dataset
 def test_fairsets_download_rejects_bad_urls_and_retry_failed_leaves_them(
     images: Any, no_egress: Any, no_dns: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -113,10 +110,13 @@ def test_fairsets_download_rejects_bad_urls_and_retry_failed_leaves_them(
     assert no_dns == [] and no_egress.attempts == []
 
 
+@needs_img2dataset
 @pytest.mark.timeout(30)
 def test_a_fifo_or_folder_given_as_listing_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from fairsets.fetch.shards import ListingError, read_listing
+
     fifo = tmp_path / "listing.parquet"
     os.mkfifo(fifo)
     folder = tmp_path / "folder.csv"
@@ -139,9 +139,12 @@ def test_a_fifo_or_folder_given_as_listing_is_named(
     assert_one_line_error(code, err, "nowhere.csv: no such file")
 
 
+@needs_img2dataset
 def test_a_lone_surrogate_in_jsonl_refuses_its_line_only(
     images: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from fairsets.fetch.shards import read_listing
+
     listing = tmp_path / "l.jsonl"
     lines = [
         json.dumps({"url": images.url("/ok.jpg"), "caption": "fine", "extra": {"a": 1}}),
@@ -175,17 +178,23 @@ def test_a_lone_surrogate_in_jsonl_refuses_its_line_only(
     assert "line 2" in status[1]["error"] and "line 4" in status[2]["error"]
 
 
+@needs_img2dataset
 @pytest.mark.parametrize("char", ["\u202e", "\u202a", "\u2066", "\u2069", "\u200f", "\u061c", "\n", "\x85"])
 def test_keys_with_bidi_or_control_characters_are_refused(char: str, tmp_path: Path) -> None:
+    from fairsets.fetch.download import download_urls
+
     rows = [{"key": "good", "url": "http://127.0.0.1:1/x.jpg"}, {"key": f"ab{char}cd", "url": "http://x/y"}]
     with pytest.raises(ValueError, match=r"row 1: the key holds (bidi )?control characters"):
         download_urls(rows, tmp_path / "dl", POLICY, processes=0)
     assert not (tmp_path / "dl").exists()
 
 
+@needs_img2dataset
 def test_rows_a_policy_refused_are_downloaded_when_it_allows_them(
     images: Any, no_egress: Any, tmp_path: Path
 ) -> None:
+    from fairsets.fetch.download import download_urls
+
     rows = [
         {"key": "ok", "url": images.url("/ok.jpg")},
         {"key": "private", "url": images.url("/redirect-private")},  # 127.0.0.1, then 10.0.0.1
