@@ -161,8 +161,11 @@ def _forms(ip: ipaddress.IPv4Address) -> list[ipaddress.IPv6Address]:
     ]
 
 
-ALL_PROBES = EDGES + [f for a in V4_EDGES for f in _forms(a)]
-PROBES = EDGES + [_forms(a)[0] for a in V4_EDGES]  # through the network paths: plain and IPv4-mapped
+# the attack's cloud metadata address, and its IPv4-mapped, NAT64 and 6to4 forms
+ATTACK = [ipaddress.IPv4Address("192.0.0.192"), *_forms(ipaddress.IPv4Address("192.0.0.192"))]
+ALL_PROBES = EDGES + [f for a in V4_EDGES for f in _forms(a)] + ATTACK
+# through the network paths: plain and IPv4-mapped
+PROBES = EDGES + [_forms(a)[0] for a in V4_EDGES] + ATTACK
 
 
 def _verdict(ip: Any, policy: FetchPolicy) -> tuple[bool, str]:
