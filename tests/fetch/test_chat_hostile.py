@@ -195,28 +195,41 @@ def test_a_cache_entry_written_before_masking_is_masked_when_read(srv: OpenAISer
 # --------------------------------------------------------------------------- unusable answers
 
 
-def test_an_answer_the_caller_cannot_use_is_never_cached_as_final(srv: OpenAIServer, tmp_path: Path) -> None:
-    """Friction 8: an unusable answer was cached and replayed by every re-run, which could never mend it."""
-    letter = lambda text: text.strip() in ("A", "B")  # noqa: E731
+def letter(text: str) -> bool:
+    return text.strip() in ("A", "B")
+
+
+def test_an_answer_the_caller_cannot_use_is_never_final(srv: OpenAIServer, tmp_path: Path) -> None:
+    """Friction 8: an unusable answer was a final cache hit, replayed by every re-run, which could
+    therefore never mend it."""
     srv.script = [Step(text="I think maybe"), Step(text="A")]
     cache = tmp_path / "cache"
     first = client(srv, cache, max_concurrency=1).run(ask("q1", "q2", accept=letter))
-    assert [r.text for r in first.results] == ["I think maybe", "A"] and len(list(cache.rglob("*.bin"))) == 1
-    srv.script = [Step(text="B")]  # the server was fixed: a re-run asks the unusable one again
-    second = client(srv, cache).run(ask("q1", "q2", accept=letter))
-    assert [(r.text, r.cached) for r in second.results] == [("B", False), ("A", True)] and srv.hits == 3
-    third = client(srv, cache).run(ask("q1", "q2", accept=letter))
-    assert all(r.cached for r in third.results) and srv.hits == 3
+    assert [r.text for r in first.results] == ["I think maybe", "A"]
+    again = client(srv, cache).run(ask("q1", "q2", accept=letter))  # the same server: asked again
+    assert [(r.text, r.cached) for r in again.results] == [("echo: q1", False), ("A", True)]
+    assert again.requests_sent == 1 and again.cache_hits == 1 and srv.hits == 3
+    srv.script = [Step(text="B")]  # the server was fixed: the next run mends the answer
+    fixed = client(srv, cache).run(ask("q1", "q2", accept=letter))
+    assert [(r.text, r.cached) for r in fixed.results] == [("B", False), ("A", True)] and srv.hits == 4
+    final = client(srv, cache).run(ask("q1", "q2", accept=letter))
+    assert all(r.cached for r in final.results) and final.requests_sent == 0 and srv.hits == 4
 
 
-def test_a_cached_answer_the_caller_cannot_use_is_asked_again(srv: OpenAIServer, tmp_path: Path) -> None:
+def test_an_unusable_cached_answer_is_kept_when_asking_again_fails(srv: OpenAIServer, tmp_path: Path) -> None:
     srv.default = Step(text="no letter here")
-    client(srv, tmp_path / "cache").run(ask("q"))  # cached: this caller did not say what it needs
+    client(srv, tmp_path / "cache").run(ask("q", "r", accept=letter))
+    srv.default = Step(status=503)  # the server is failing (or gone): nothing is lost
+    batch = client(srv, tmp_path / "cache").run(ask("q", accept=letter))
+    kept = batch.results[0]
+    assert (batch.requests_sent, batch.cache_hits, batch.failed) == (1, 1, 0)
+    assert (kept.text, kept.error, kept.cached) == ("no letter here", None, True) and srv.hits == 3
+    assert (kept.attempts, srv.hits) == (1, 3)
+    assert client(srv, tmp_path / "cache").lookup(ask("q", accept=letter)[0]) is None  # not final
+    assert client(srv, tmp_path / "cache").lookup(ask("q")[0]).text == "no letter here"  # type: ignore[union-attr]
     srv.default = Step(text="A")
-    result = client(srv, tmp_path / "cache").run(ask("q", accept=lambda t: t == "A")).results[0]
-    assert (result.text, result.cached, srv.hits) == ("A", False, 2)
-    assert client(srv, tmp_path / "cache").lookup(ask("q", accept=lambda t: t == "B")[0]) is None
-    refusal = Step(refusal="I can't help with that.")
-    srv.default = refusal  # a refusal is the model's answer: final whatever accept says
-    client(srv, tmp_path / "cache").run(ask("r", accept=lambda t: False))
-    assert client(srv, tmp_path / "cache").run(ask("r", accept=lambda t: False)).results[0].cached
+    mended = client(srv, tmp_path / "cache").run(ask("q", accept=letter)).results[0]
+    assert (mended.text, mended.cached) == ("A", False)
+    srv.default = Step(refusal="I can't help with that.")  # a refusal is the model's answer: final
+    client(srv, tmp_path / "cache").run(ask("s", accept=lambda t: False))
+    assert client(srv, tmp_path / "cache").run(ask("s", accept=lambda t: False)).results[0].cached

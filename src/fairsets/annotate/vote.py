@@ -606,6 +606,19 @@ def _choose_examples(
     return agreed, pick([b.item for b in disputed], "disputed")
 
 
+def _voters(annotators: str | Path, voters: Sequence[str] | None) -> Any:
+    """The annotators that vote: ``voters`` of the file (in that order), or every table of it."""
+    if voters is None:
+        return load_annotators(annotators, at_least=2)
+    picked = load_annotators(annotators).pick(list(dict.fromkeys(voters)), "--voters")
+    if len(picked) < 2:
+        raise layout.AnnotationError(
+            f"--voters {','.join(picked.names) or '(none)'}: a vote needs at least 2 annotators; "
+            f"name 2 or more of {', '.join(load_annotators(annotators).names)}"
+        )
+    return picked
+
+
 def vote_boxes(
     ann: str | Path,
     *,
@@ -613,6 +626,7 @@ def vote_boxes(
     annotators: str | Path,
     sample: int,
     out: str | Path,
+    voters: Sequence[str] | None = None,
     per_class_cap: int | None = DEFAULT_CAP,
     view: str = "crop",
     seed: int = 0,
@@ -627,7 +641,10 @@ def vote_boxes(
     Args:
         ann: The annotation folder (``fairsets annotate persons`` wrote it).
         attribute: ``gender`` or ``race``.
-        annotators: ``annotators.toml``; every table votes (at least two).
+        annotators: ``annotators.toml``.
+        voters: The names of the tables that vote, in this order (at least two; each must be in
+            the file); None: every table of the file votes (the file may also hold captioners
+            and judges: name the voters then).
         sample: Boxes to ask about (fewer when the folder, or the race recall, has fewer).
         out: The VOTES file (``.csv``, ``.parquet`` or ``.jsonl``); the other files go beside it.
         per_class_cap: Boxes kept per label at most (None: all).
@@ -643,7 +660,8 @@ def vote_boxes(
         A :class:`VoteResult`.
 
     Raises:
-        AnnotationError: A bad folder, annotators file, keyword file or ``out``.
+        AnnotationError: A bad folder, annotators file, keyword file or ``out``; a voter not in
+            the file (the message lists the file's tables) or fewer than two voters.
         ValueError: A bad attribute, sample, view, cap or relax rule.
         ChatServiceError: An annotator's endpoint refuses every request (bad key, unknown model);
             the message names the annotator. Answers received before it are cached.
@@ -666,7 +684,7 @@ def vote_boxes(
     folder, target = Path(ann), Path(out)
     _check_out(target)
     paths = output_paths(target)
-    chosen_annotators = load_annotators(annotators, at_least=2)
+    chosen_annotators = _voters(annotators, voters)
     names = chosen_annotators.names
     for label, k in rules.items():
         if not 1 <= k <= len(names):

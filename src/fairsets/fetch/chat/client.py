@@ -60,9 +60,11 @@ Cache: the key is (base_url, model, messages with images replaced by their SHA-2
 temperature, max_tokens, seed) — without base_url when ``key_by_endpoint=False``, so the same
 model served elsewhere answers from the cache; the value holds the text, finish reason, refusal
 and usage. Answers are cached, refusals included (the model's answer to that request); errors
-are not, so a re-run asks those requests again. Nor is an answer the request's ``accept`` refuses
-(:class:`ChatRequest`: a vote that is no letter, a verdict that is none): an unusable answer is
-never final, a re-run asks it again (and a cached one ``accept`` refuses is asked again too).
+are not, so a re-run asks those requests again. An answer the request's ``accept`` refuses
+(:class:`ChatRequest`: a vote that is no letter, a verdict that is none) is cached but never final:
+each batch asks it again, caches the new answer, and returns the cached one (``cached`` true) only
+when asking fails — a fixed server mends it, a server gone loses nothing; :meth:`lookup` does not
+return it.
 A caller with an on-disk layout of its own (:mod:`fairsets.geo.methods.llm` keeps its raw-answer
 files) overrides :meth:`ChatClient.question_key`, :meth:`ChatClient.encode_answer` and
 :meth:`ChatClient.decode_answer`.
@@ -115,9 +117,9 @@ class ChatRequest:
     """One chat completion to ask for (``seed`` is sent only when set).
 
     ``accept``: whether an answer's text is usable by the caller (a vote reads a letter, a judge a
-    verdict). An answer it refuses is returned but never cached, and a cached one it refuses is
-    asked again: an unusable answer is never final, so a re-run can mend it. Not part of the
-    request sent or of its cache key.
+    verdict). An answer it refuses is returned and cached, but never final: a later batch asks the
+    request again and keeps the cached answer only when asking fails (no answer, an error), so a
+    re-run can mend it without losing it. Not part of the request sent or of its cache key.
     """
 
     messages: list[Message]
@@ -204,8 +206,8 @@ def _redactor(endpoint: ChatEndpoint) -> Redactor:
 
 
 def _final(request: ChatRequest, result: ChatResult) -> bool:
-    """Whether ``result`` is a final answer to ``request`` (cached, and taken from the cache): not
-    when the request's ``accept`` refuses its text."""
+    """Whether a cached ``result`` is a final answer to ``request``: not when the request's
+    ``accept`` refuses its text (then it is asked again, see :class:`ChatRequest`)."""
     return result.text is None or request.accept is None or bool(request.accept(result.text))
 
 
@@ -370,7 +372,8 @@ class ChatClient:
         image_digest_part`): a caller that knows the SHA-256 of the JPEG it would send can find the
         answer without the image's bytes.
         """
-        return self._cached(self.cache_key(request), request, _redactor(self.endpoint))
+        hit = self._cached(self.cache_key(request), _redactor(self.endpoint))
+        return hit if hit is not None and _final(request, hit) else None
 
     def stream(self, requests: Iterable[ChatRequest]) -> ChatStream:
         """Answer ``requests`` as they come: ``(index, result)`` pairs in completion order.
@@ -420,10 +423,9 @@ class ChatClient:
                     on_result(i, result)
         return answers.batch(results)
 
-    def _cached(self, key: dict[str, Any], request: ChatRequest, redact: Redactor) -> ChatResult | None:
-        """The answer cached under ``key``; an unreadable entry, or one ``request.accept`` refuses,
-        counts as none (it is asked again). Its texts are masked (an entry written before answers
-        were masked may hold the key)."""
+    def _cached(self, key: dict[str, Any], redact: Redactor) -> ChatResult | None:
+        """The answer cached under ``key``; an unreadable entry counts as none (it is asked again).
+        Its texts are masked (an entry written before answers were masked may hold the key)."""
         raw = self.cache.get(key)
         if raw is None:
             return None
@@ -436,14 +438,15 @@ class ChatClient:
             value = getattr(result, name)
             if isinstance(value, str):
                 setattr(result, name, redact(value))
-        if not _final(request, result):
-            return None
         result.cached = True
         return result
 
-    def _ask(self, request: ChatRequest, run: _Run, key: dict[str, Any]) -> ChatResult:
+    def _ask(
+        self, request: ChatRequest, run: _Run, key: dict[str, Any], kept: ChatResult | None = None
+    ) -> ChatResult:
         """One request with its retries; a fatal answer is recorded in ``run`` (first one first,
-        under the lock, with the stop flag) before it is raised."""
+        under the lock, with the stop flag) before it is raised. ``kept``: the cached answer that
+        was not final, returned instead when no answer comes."""
         payload: dict[str, Any] = {
             "model": self.endpoint.model,
             "messages": request.messages,
@@ -493,13 +496,16 @@ class ChatClient:
         except _Bad as exc:
             result = ChatResult(error=f"invalid response: {exc}")
         else:
-            value = self.encode_answer(result) if _final(request, result) else None
+            value = self.encode_answer(result)
             if value is not None:
                 with self._lock:  # before the entry exists, so the stream never takes it for a hit
                     run.written.add(DiskCache.digest(key))
                 self.cache.put(key, value)
         if result.error is not None and retried and attempts > 1:
             result.error += f" after {attempts - 1} retries"
+        if kept is not None and result.error is not None and not result.error.startswith("refused"):
+            log.info("chat: asking again failed (%s); the answer cached before is kept", result.error)
+            result = kept
         result.attempts = attempts
         with self._lock:
             run.counts.retries += max(0, attempts - 1)
@@ -655,10 +661,10 @@ class ChatStream:
         pool: ThreadPoolExecutor | None = None
         state = {"in_flight": 0, "next": 0, "exhausted": False}
 
-        def work(i: int, request: ChatRequest, key: dict[str, Any]) -> None:
+        def work(i: int, request: ChatRequest, key: dict[str, Any], kept: ChatResult | None) -> None:
             result: ChatResult | None = None
             try:
-                result = client._ask(request, run, key)
+                result = client._ask(request, run, key, kept)
             except (ChatServiceError, _Stopped):  # recorded by _ask / abandoned: not a failure
                 pass
             except BaseException as exc:  # handed to the consumer
@@ -681,17 +687,15 @@ class ChatStream:
                 key = client.cache_key(request)
                 # the cache as it was when the stream began: each request of a stream is asked,
                 # even the same as one answered earlier in it (as a list given to run() would be)
-                hit = (
-                    None if DiskCache.digest(key) in run.written else client._cached(key, request, run.redact)
-                )
-                if hit is not None:
+                hit = None if DiskCache.digest(key) in run.written else client._cached(key, run.redact)
+                if hit is not None and _final(request, hit):
                     self.cache_hits += 1
                     yield self._counted(i, hit)
                     continue
                 if pool is None:
                     log.info("chat: sending to %s at %s (%d at a time)", ep.label, ep.where, cap)
                     pool = ThreadPoolExecutor(max_workers=cap, thread_name_prefix="fairsets-chat")
-                pool.submit(work, i, request, key)
+                pool.submit(work, i, request, key, hit)  # a hit here is not final: asked again
                 state["in_flight"] += 1
 
         try:
@@ -705,6 +709,7 @@ class ChatStream:
                     continue
                 yield from fill()  # the freed slot first, then the answer
                 if result is not None:
+                    self.cache_hits += result.cached  # a cached answer kept when asking again failed
                     yield self._counted(i, result)
             if failure:
                 raise failure[0]
