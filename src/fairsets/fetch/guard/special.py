@@ -1,15 +1,15 @@
 """fairsets' own copy of the IANA IPv4 and IPv6 Special-Purpose Address Registries.
 
 The guard decides on this table, never on the standard library's ``is_global`` /
-``is_private`` / ``is_reserved``, whose answers differ between Python releases (the 3.11 line
-lets most of 192.0.0.0/24 through, including 192.0.0.192; the tables were corrected for
-CVE-2024-4032 in later releases). Every entry of
-both registries is here with its "Globally Reachable" flag, the more specific entries inside a
-larger one included (192.0.0.9/32 and 192.0.0.10/32 inside 192.0.0.0/24, the anycast, AMT,
-AS112, ORCHIDv2 and DET prefixes inside 2001::/23): the longest matching prefix decides.
-Entries the registry marks "N/A" (the deprecated 6to4 relay anycast 192.88.99.0/24, TEREDO
-2001::/32) count as not globally reachable. Three more blocks come from the other IANA
-registries: multicast (224.0.0.0/4, ff00::/8) and the deprecated IPv6 site-local fec0::/10.
+``is_private`` / ``is_reserved``, whose answers differ between Python releases (Python 3.11.7
+lets most of 192.0.0.0/24 through, 192.0.0.192 included; later releases changed the tables for
+CVE-2024-4032). Every entry of both registries is here with its "Globally Reachable" flag, the
+more specific entries inside a larger one included (192.0.0.9/32 and 192.0.0.10/32 inside
+192.0.0.0/24, the anycast, AMT, AS112, ORCHIDv2 and DET prefixes inside 2001::/23): the longest
+matching prefix decides. Entries the registry marks "N/A" (the deprecated 6to4 relay anycast
+192.88.99.0/24, TEREDO 2001::/32) count as not globally reachable. Three more blocks come from
+the other IANA registries: multicast (224.0.0.0/4, ff00::/8) and the deprecated IPv6 site-local
+fec0::/10.
 
 IPv6 addresses outside the global unicast block 2000::/3 and outside every entry are reserved
 by the IETF (IANA IPv6 Address Space). Three IPv6 blocks carry an IPv4 address and are judged
@@ -26,8 +26,8 @@ Categories (what the guard does with them, :func:`fairsets.fetch.guard.check_ip`
 * ``loopback`` — allowed only with ``allow_loopback``;
 * ``private``, ``link-local``, ``not globally reachable`` — allowed only with ``allow_private``;
 * ``unspecified``, ``multicast``, ``broadcast``, ``reserved``, ``not a destination`` (the
-  registry's Destination is False: dummy and discovery addresses, the discard-only prefix) —
-  never allowed.
+  dummy and NAT64-discovery addresses, whose Destination is False in the registry, and the
+  discard-only prefix, where every packet is dropped) — never allowed.
 """
 
 from __future__ import annotations
@@ -35,15 +35,13 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-#: Categories allowed by a policy flag (the rest but ``global`` are never allowed).
+#: Categories allowed by a policy flag; the others but ``global`` are never allowed.
 FLAG_OF = {
     "loopback": "allow_loopback",
     "private": "allow_private",
     "link-local": "allow_private",
     "not globally reachable": "allow_private",
 }
-#: Categories never allowed, whatever the policy.
-NEVER = frozenset({"unspecified", "multicast", "broadcast", "reserved", "not a destination"})
 
 _NGR = "not globally reachable"
 _NOT_DEST = "not a destination"
