@@ -12,8 +12,8 @@ and a per-shard Parquet of sample statuses); this module adds what it lacks:
   processes unpickle (the pool uses *spawn*), so the install happens in the worker itself;
 * **per-sample status rows** under our keys, classified as ``ok`` / ``rejected`` (a decision:
   refused address, opt-out, too large, HTTP 3xx/4xx other than 408/429, undecodable, a URL
-  that can never be fetched) / ``failed`` (transient: timeouts, the guard's wall-clock ``deadline`` or ``min_rate``
-  passed, connection errors, 5xx, 408, 429, anything unknown);
+  that can never be fetched) / ``failed`` (transient: timeouts, the guard's wall-clock
+  ``deadline`` or ``min_rate`` passed, connection errors, 5xx, 408, 429, anything unknown);
 * **rounds** — ``out_dir/round-000/``, ``round-001/``, ... each an img2dataset output folder.
   A round whose shards all have img2dataset's ``*_stats.json`` is complete and never redone
   (``_status.parquet`` in it is our record of it, written last); an interrupted round is
