@@ -187,7 +187,9 @@ def test_no_boolean_option_has_an_unintended_negative_twin() -> None:
     assert flags > 30  # the walk saw every command's flags (--quiet, --retry-failed, …)
 
 
-def test_help_of_every_command_fits_80_columns_and_cuts_nothing(piped_help: dict[tuple[str, ...], str]) -> None:
+def test_every_help_fits_80_columns_and_cuts_nothing(
+    piped_help: dict[tuple[str, ...], str],
+) -> None:
     for path, cmd in _command_tree():
         text = piped_help[path]
         where = f"fairsets {' '.join(path)} --help"
@@ -217,7 +219,6 @@ def test_help_prints_brackets_as_written(piped_help: dict[tuple[str, ...], str])
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     from cli_helpers import run_cli
-
     from fairsets.core.version import __version__
 
     code, out, err = run_cli(["--version"], capsys)

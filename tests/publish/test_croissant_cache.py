@@ -22,7 +22,9 @@ def tiny_build(out: Path, prefix: str, seed: int, repo_id: str | None = None) ->
     """A one-split build whose shard and table have the same relative paths as every other
     build's (``shards/balanced/train-00000.tar``); returns its keys."""
     rows = [{"key": f"{prefix}_{i}", "split": "train", "state": "a", "gender": "f"} for i in range(2)]
-    shards = write_shards(out, "balanced", "train", [(r["key"], jpeg(seed + i), r) for i, r in enumerate(rows)])
+    shards = write_shards(
+        out, "balanced", "train", [(r["key"], jpeg(seed + i), r) for i, r in enumerate(rows)]
+    )
     table = metadata_name("balanced", "train")
     write_metadata(out / table, rows, ["state", "gender"])
     split = {"num_samples": 2, "shards": [s["path"] for s in shards], "metadata": table}
