@@ -95,6 +95,14 @@ def register(app: typer.Typer) -> None:
                 help="Keep a country only when its confidence is at least this (0-1; offline, hybrid).",
             ),
         ] = None,
+        allow_reduced_gazetteer: Annotated[
+            bool,
+            typer.Option(
+                "--allow-reduced-gazetteer",
+                help="Run even without the geo extra's data packages (no states, provinces nor cities: "
+                "fewer countries found).",
+            ),
+        ] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     ) -> None:
         """Map captions to countries (ISO 3166-1 alpha-3, empty for none), one row per input, in order.
@@ -108,6 +116,7 @@ def register(app: typer.Typer) -> None:
         from fairsets.geo.profile import (
             CAPTION_FORMATS,
             ProfileError,
+            check_data_packages,
             check_shard_out,
             method_spec,
             profile_file,
@@ -148,6 +157,10 @@ def register(app: typer.Typer) -> None:
             spec = method_spec(method, options)
         except (KeyError, ValueError, TypeError) as exc:
             die(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else exc)
+        try:  # worse answers without a word: refused unless asked for
+            check_data_packages(spec, allow_reduced=allow_reduced_gazetteer)
+        except MissingDependency as exc:
+            die(exc)
         if shard_mode:
             try:
                 summary = profile_shards(
