@@ -110,6 +110,7 @@ def register(app: typer.Typer) -> None:
         Writes caption, country, confidence and evidence (+ error) then the input's columns;
         shards get country, country_confidence and country_evidence (+ geo_error). See docs/geo.md.
         """
+        from fairsets.core.atomic import LayoutBusy
         from fairsets.core.progress import Progress
         from fairsets.core.step import MissingDependency
         from fairsets.geo.methods import GEO_METHODS, method_from_spec
@@ -174,7 +175,7 @@ def register(app: typer.Typer) -> None:
                     batch_size=batch_size,
                     progress=progress,
                 )
-            except (ProfileError, TaskFailed, MissingDependency, OSError, ValueError) as exc:
+            except (ProfileError, TaskFailed, MissingDependency, LayoutBusy, OSError, ValueError) as exc:
                 die(exc)
             where = out / "profile.json"
         else:
