@@ -95,7 +95,7 @@ from fairsets.core.data import derive_seed
 from fairsets.core.progress import Progress
 
 from . import layout
-from .annotators import load_annotators
+from .annotators import load_voters
 from .chat_requests import CAPTION_VIEW, VOTE_VIEW, chat_cache_dir, vote_request
 from .consensus import DEFAULT_CAP, Ballot, consensus, write_labels
 from .items import BoxItem, kept_boxes, remember_view
@@ -606,19 +606,6 @@ def _choose_examples(
     return agreed, pick([b.item for b in disputed], "disputed")
 
 
-def _voters(annotators: str | Path, voters: Sequence[str] | None) -> Any:
-    """The annotators that vote: ``voters`` of the file (in that order), or every table of it."""
-    if voters is None:
-        return load_annotators(annotators, at_least=2)
-    picked = load_annotators(annotators).pick(list(dict.fromkeys(voters)), "--voters")
-    if len(picked) < 2:
-        raise layout.AnnotationError(
-            f"--voters {','.join(picked.names) or '(none)'}: a vote needs at least 2 annotators; "
-            f"name 2 or more of {', '.join(load_annotators(annotators).names)}"
-        )
-    return picked
-
-
 def vote_boxes(
     ann: str | Path,
     *,
@@ -684,7 +671,7 @@ def vote_boxes(
     folder, target = Path(ann), Path(out)
     _check_out(target)
     paths = output_paths(target)
-    chosen_annotators = _voters(annotators, voters)
+    chosen_annotators = load_voters(annotators, voters)
     names = chosen_annotators.names
     for label, k in rules.items():
         if not 1 <= k <= len(names):
