@@ -108,6 +108,9 @@ def _carried(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
 
 def expected(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, policy: FetchPolicy) -> tuple[bool, str]:
     """``(allowed, category)`` from the transcription above: the longest matching block decides."""
+    # 6to4 and NAT64 addresses go to a relay or translator, never to this host or its network:
+    # an allowance (loopback, private) holds only for the address itself or its IPv4-mapped form
+    relayed = ip.version == 6 and _carried(ip) is not None and int(ip) >> 32 != 0xFFFF
     if ip.version == 6 and _carried(ip) is not None:
         ip = _carried(ip)  # type: ignore[assignment]
     matches = [
@@ -127,6 +130,8 @@ def expected(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, policy: FetchPol
         "link-local": policy.allow_private,
         "ngr": policy.allow_private,
     }[action]
+    if relayed and action not in ("allow", "never"):
+        allowed = False
     return allowed, category
 
 
@@ -350,3 +355,13 @@ def test_every_block_edge_through_a_redirect(images: Any, no_egress: Any) -> Non
 
     _check_all(run, port, no_egress)
     assert images.hits("/hop") == len(PROBES)
+
+
+def test_loopback_and_private_carried_in_6to4_or_nat64_are_never_allowed() -> None:
+    # allow_loopback lets the tests reach 127.0.0.1, not a relay that would carry 127.0.0.1 onwards
+    both = FetchPolicy(allow_loopback=True, allow_private=True, timeout=1)
+    for ip in ("64:ff9b::7f00:1", "2002:7f00:1::1", "64:ff9b::a00:1", "2002:c0a8:101::1"):
+        allowed, detail = _verdict(ip, both)
+        assert not allowed and "only with" not in detail, (ip, detail)
+    for ip in ("127.0.0.1", "::ffff:127.0.0.1", "10.0.0.1", "::ffff:10.0.0.1"):
+        assert _verdict(ip, both)[0], ip

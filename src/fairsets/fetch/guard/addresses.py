@@ -51,7 +51,13 @@ def check_ip(ip: str | IPAddress, policy: FetchPolicy) -> IPAddress:
     if category == "global":
         return addr
     flag = FLAG_OF.get(category)
-    if flag is not None and getattr(policy, flag):
+    # An allowance is for the address itself (or its IPv4-mapped form, which a dual-stack socket
+    # connects to as is). A 6to4 or NAT64 address is routed to a relay or translator, not to this
+    # host or its network, so a loopback or private address carried inside one is never allowed.
+    carried = raw != addr and not (isinstance(raw, ipaddress.IPv6Address) and raw.ipv4_mapped is not None)
+    if carried:
+        flag = None
+    elif flag is not None and getattr(policy, flag):
         return addr
     # the registry's name where the category alone does not say what the block is
     named = category in ("not globally reachable", "not a destination", "reserved")
