@@ -2,7 +2,7 @@
 
 The document has the standard Croissant 1.0 ``@context`` (the one ``mlcroissant`` writes), a
 ``cr:FileObject`` per shard (``application/x-tar``) and per metadata table
-(``application/x-parquet``), each with its relative ``contentUrl``, ``contentSize`` and
+(``application/x-parquet``), each with its ``contentUrl`` (see below), ``contentSize`` and
 ``sha256`` computed from the files on disk, and a ``cr:RecordSet`` per variant and split
 (``@id`` ``"{variant}_{split}"``) whose fields map the columns of
 ``metadata/{variant}/{split}.parquet`` (types read from the Parquet schema; nested columns are
@@ -20,7 +20,8 @@ it a shard's URL is its relative path with its own sha256 as the query
 (``shards/balanced/train-00000.tar?sha256=…``), a cache key that changes with the bytes; the
 Parquet tables, read in place and never cached, keep their plain relative paths. A local copy
 loads with ``mlc.Dataset(jsonld, mapping={file @id: local path})`` (the card shows how); the
-``@id`` of a file is always its relative path.
+``@id`` of a file is always its relative path. (A Hub URL names a path on ``main``, not bytes: a
+repository rebuilt in place fails mlcroissant's sha256 check of a cached download, loudly.)
 
 Deterministic: no dates are written (``datePublished`` only if the summary gives one), keys are
 sorted on write, distributions and record sets follow the sorted variant/split order.
