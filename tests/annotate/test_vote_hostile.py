@@ -106,8 +106,10 @@ def test_a_hostile_annotator_fails_boxes_one_by_one_and_never_gets_its_key_writt
     monkeypatch.setenv(KEY_ENV, SECRET)
     out = tmp_path / "out" / "votes.parquet"
     good, bad = Annotator("good"), Hostile("bad")
-    with good, bad:
-        toml = annotators_toml(tmp_path / "annotators.toml", [good, bad], api_key_env=KEY_ENV, timeout=2)
+    with good, bad:  # one request at a time: the hostile answers' kinds come in turn
+        toml = annotators_toml(
+            tmp_path / "annotators.toml", [good, bad], api_key_env=KEY_ENV, timeout=2, max_concurrency=1
+        )
         code, stdout, err = run_cli(vote(ann, toml, out), capsys)
         assert code == 0, err
     rows = [r for r in pq.read_table(tmp_path / "out" / "votes.answers.parquet").to_pylist()]
