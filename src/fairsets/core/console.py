@@ -68,6 +68,8 @@ class DataTable(Table):
         super().__init__(*headers, title=None if title is None else text(title), **options)
 
     def add_column(self, header: Any = "", *args: Any, **kwargs: Any) -> None:
+        # a cell wider than its column wraps, never cut with "…": a pipe (80 columns) gets every value
+        kwargs.setdefault("overflow", "fold")
         super().add_column(text(header) if isinstance(header, str) else header, *args, **kwargs)
 
     def add_row(self, *cells: Any, **kwargs: Any) -> None:
