@@ -91,3 +91,20 @@ def test_a_hostile_captioner_fails_boxes_one_by_one_and_never_gets_its_key_writt
     line = assert_one_line_error(code, err3, "HTTP 401", f"bad key {PAD}***")
     shown = stdout + err + stdout2 + err2 + stdout3 + line + caplog.text
     assert not leaks(SECRET, ann.path, text=shown)
+
+
+def test_the_summary_prints_paths_as_text_not_markup(
+    tmp_path: Path, shard_writer: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder holding ``[/]`` made the summary a Rich markup error after the captions were written."""
+    import shutil
+
+    ann = make_ann(tmp_path, shard_writer, shards=1, images_per_shard=2, boxes_per_image=1, seed=4)
+    folder = shutil.copytree(ann.path, tmp_path / "[bold red]x[/] [/]")
+    with Annotator("cap") as cap:
+        toml = annotators_toml(tmp_path / "annotators.toml", [cap], api_key_env="", timeout=2)
+        code, _, err = run_cli(
+            ["annotate", "caption", folder, "--annotators", toml, "--captioner", "cap"], capsys
+        )
+    assert code == 0, err
+    assert "[bold red]x[/] [/]/captions/cap/" in " ".join(err.split())

@@ -155,3 +155,15 @@ def test_an_invalid_vote_is_asked_again_and_mended_by_a_fixed_annotator(
         assert (good.server.hits, chatty.server.hits) == (sent[0], sent[1] + len(ann.truth))
     stats = json.loads((tmp_path / "votes.agreement.json").read_text())["stats"]
     assert stats["invalid"]["chatty"] == 0 and sum(stats["counts"]["kept"].values()) > 0
+
+
+def test_the_summary_prints_paths_as_text_not_markup(
+    tmp_path: Path, ann: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path holding ``[/]`` made the summary a Rich markup error after the files were written."""
+    out = tmp_path / "[bold red]x[/] [/]" / "votes.csv"
+    with Annotator("qa") as qa, Annotator("qb") as qb:
+        toml = annotators_toml(tmp_path / "annotators.toml", [qa, qb], api_key_env="", timeout=2)
+        code, _, err = run_cli(vote(ann, toml, out), capsys)
+    assert code == 0, err
+    assert "[bold red]x[/] [/]" in err and "votes.answers.parquet" in err
