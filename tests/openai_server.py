@@ -58,6 +58,7 @@ class Step:
     usage: tuple[Any, Any] | None = (11, 3)  # (prompt, completion) tokens; None: no usage field
     error_message: str = "scripted error"
     raw: bytes | None = None  # the body sent as is (with ``status``), instead of a completion
+    headers: dict[str, str] | None = None  # extra response headers (e.g. a Location), ECHO_KEY replaced
 
 
 def last_user_text(body: dict[str, Any]) -> str:
@@ -160,6 +161,7 @@ class OpenAIServer:
 
     def _answer(self, step: Step, body: dict[str, Any]) -> Response:
         json_type = {"Content-Type": "application/json"}
+        json_type |= step.headers or {}
         if step.raw is not None:
             return Response(step.status, json_type, step.raw)
         if step.status != 200:
@@ -199,4 +201,5 @@ def _echo(step: Step, authorization: str) -> Step:
         if isinstance(getattr(step, name), str)
     }
     raw = step.raw.replace(ECHO_KEY.encode(), key.encode()) if step.raw is not None else None
-    return dataclasses.replace(step, **texts, raw=raw)
+    headers = {k: v.replace(ECHO_KEY, key) for k, v in (step.headers or {}).items()} or None
+    return dataclasses.replace(step, **texts, raw=raw, headers=headers)

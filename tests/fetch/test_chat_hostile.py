@@ -223,6 +223,19 @@ def test_an_echoed_key_is_never_written_whole_or_in_part(
     assert not leaks(SECRET, cache, text=shown)
 
 
+def test_a_redirect_with_a_hostile_location_is_one_clear_error(srv: OpenAIServer) -> None:
+    """A Location that is no URL raised ValueError out of the batch; one holding the key printed it."""
+    for location, shown in (
+        ("http://[::1", "to elsewhere"),
+        (f"http://{ECHO_KEY}.example/v1", "to ***.example"),
+        (f"http://user:{ECHO_KEY}@other.example/v1", "to other.example"),
+    ):
+        srv.default = Step(status=302, headers={"Location": location})
+        with pytest.raises(ChatServiceError, match="redirects") as info:
+            client(srv).run(ask("q"))
+        assert shown in str(info.value) and not leaks(SECRET, text=str(info.value))
+
+
 def test_a_cache_entry_written_before_masking_is_masked_when_read(srv: OpenAIServer, tmp_path: Path) -> None:
     client(srv, tmp_path / "cache").run(ask("q"))
     (entry,) = (tmp_path / "cache").rglob("*.bin")

@@ -276,10 +276,17 @@ def _body(payload: dict[str, Any]) -> bytes:
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Redirects become errors: a redirected request would carry the key to another address."""
+    """Redirects become errors: a redirected request would carry the key to another address. The
+    standard handler is never entered (it parses the Location first, and a hostile one such as
+    ``http://[::1`` raises ValueError there): the 3xx reaches :meth:`ChatClient._post` as it came."""
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+    def http_error_302(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 class ChatClient:
@@ -550,7 +557,11 @@ class ChatClient:
             finally:
                 exc.close()
             if 300 <= exc.code < 400:
-                target = urllib.parse.urlsplit(exc.headers.get("Location", "") or "").hostname
+                try:  # a hostile Location can be no URL at all ("http://[::1"); its case is kept
+                    target = urllib.parse.urlsplit(exc.headers.get("Location", "") or "").netloc
+                except ValueError:
+                    target = ""
+                target = redact(target.rpartition("@")[2])[:100]  # masked, then clipped
                 raise ChatServiceError(
                     f"chat endpoint {self.endpoint.label} at {where} redirects (HTTP {exc.code} to "
                     f"{target or 'elsewhere'}); set base_url to the final address (redirects are not "
