@@ -593,8 +593,9 @@ class ChatStream:
 
     ``index`` counts the requests read from the iterable (from 0). The counters grow as answers
     come and are final once the iteration ends: ``requests_sent`` (retries included), ``retries``,
-    ``cache_hits``, ``answered`` (pairs yielded), ``failed`` (of those, with an error), token sums
-    and ``seconds``. Iterate it once; use it as a context manager (or call :meth:`close`) so that
+    ``cache_hits`` (answers from the cache: final ones, and those kept because asking again
+    failed), ``answered`` (pairs yielded), ``failed`` (of those, with an error), token sums and
+    ``seconds``. Iterate it once; use it as a context manager (or call :meth:`close`) so that
     leaving early stops it at once::
 
         with client.stream(requests) as answers:
