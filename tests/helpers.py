@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import csv
+import fcntl
 import hashlib
 import importlib.util
 import io
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +29,28 @@ needs_img2dataset = pytest.mark.skipif(
     importlib.util.find_spec("img2dataset") is None,
     reason="img2dataset is not installed: pip install --no-deps img2dataset==1.47.0 (docs/install.md)",
 )
+
+
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder that ``build(folder)`` fills, built once per test run; this process gets a copy.
+
+    Under pytest-xdist every worker used to build its own; now the first one builds it (under a
+    file lock in the run's temporary folder, which the workers share) and each worker copies it
+    into its own temporary folder, so tests still never share files across processes.
+    """
+    base = factory.getbasetemp()
+    shared_root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared, done = shared_root / f"built-{name}", shared_root / f"built-{name}.done"
+    with open(shared_root / f"built-{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.is_file():
+            shutil.rmtree(shared, ignore_errors=True)
+            shared.mkdir()
+            build(shared)
+            done.touch()
+    mine = factory.mktemp(name)
+    shutil.copytree(shared, mine, symlinks=True, dirs_exist_ok=True)
+    return mine
 
 
 def portraits() -> list[np.ndarray]:
