@@ -1,10 +1,9 @@
-"""The card of published annotations: loud failures on missing values, escaping, its checks, and the
-template shipped as package data being the repository's."""
+"""The card of published annotations: loud failures on missing values, escaping, its checks (the
+template shipped in the wheel is checked by tests/test_packaging.py)."""
 
 from __future__ import annotations
 
 import copy
-import importlib.resources
 import json
 import re
 from pathlib import Path
@@ -15,10 +14,8 @@ import pytest
 import yaml
 from publish_ann import make_ann
 
-from fairsets.annotate.card import TEMPLATE_NAME, check_annotation_card, render_card
+from fairsets.annotate.card import check_annotation_card, render_card
 from fairsets.annotate.publish import prepare, verify_prepared
-from fairsets.core.datafiles import find_data_file
-from fairsets.publish.card import TEMPLATE_NAME as FACE_TEMPLATE
 from fairsets.publish.manifest import write_manifest
 
 
@@ -120,14 +117,6 @@ def test_an_image_listed_in_the_manifest_is_refused(prepared: tuple[Path, dict[s
     manifest["files"].update(file_entries(folder, ["data/face.jpg"]))
     write_manifest(folder / "manifest.json", manifest)
     assert verify_prepared(folder) == ["data/face.jpg: images and shards are never published"]
-
-
-@pytest.mark.parametrize("name", [TEMPLATE_NAME, FACE_TEMPLATE])
-def test_the_packaged_template_is_the_repository_one(name: str) -> None:
-    repo = find_data_file("cards", name)
-    packaged = importlib.resources.files("fairsets") / "_cards" / name
-    assert repo.is_file() and packaged.is_file()
-    assert packaged.read_bytes() == repo.read_bytes()
 
 
 def test_a_manifest_without_the_detector_hash_is_a_one_line_error(tmp_path: Path, capsys) -> None:
