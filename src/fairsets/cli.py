@@ -4,8 +4,8 @@ This module holds the root app (:class:`FairsetsApp`: the entry point's error ha
 callback (``--version``, ``-v``, ``--debug``) and :func:`main`, and assembles the commands each
 package owns:
 
-* :mod:`fairsets.pipeline.cli` — ``build``, ``validate``, ``steps``, ``publish`` and ``review``;
-* :mod:`fairsets.pipeline.recipes` — ``example`` (the shipped recipes, written out);
+* :mod:`fairsets.pipeline.cli` — ``build``, ``validate``, ``steps``, ``publish``, ``review`` and
+  ``example`` (the shipped recipes, written out by :mod:`fairsets.pipeline.recipes`);
 * :mod:`fairsets.sources.cli` — ``fetch``;
 * :mod:`fairsets.fetch.cli` — ``download``;
 * :mod:`fairsets.audit.cli` — ``audit`` and ``card``;
@@ -39,8 +39,7 @@ from .audit.persons.cli import audit_persons_cmd, audit_transfer_cmd
 from .debias.cli import debias_app
 from .fetch.cli import download_cmd
 from .geo.cli import geo_app
-from .pipeline.cli import build_cmd, publish_cmd, review_app, steps_cmd, validate_cmd
-from .pipeline.recipes import example_cmd
+from .pipeline.cli import build_cmd, example_cmd, publish_cmd, review_app, steps_cmd, validate_cmd
 from .sources.cli import fetch_app
 
 

@@ -8,6 +8,7 @@ as the ``review`` group.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +16,7 @@ import typer
 
 from fairsets._cli_util import die, setup_logging
 from fairsets.core.console import DataTable, labelled, say, show
+from fairsets.pipeline.recipes import RecipeCopyError, write_recipes
 
 
 def build_cmd(
@@ -276,3 +278,24 @@ def review_import_cmd(
     write_decisions(workdir / "review" / "decisions.parquet", decisions)
     n = {d: sum(1 for x in decisions if x["decision"] == d) for d in ("accept", "reject")}
     typer.echo(f"{n['accept']} accepted, {n['reject']} rejected; run fairsets build again to apply them")
+
+
+def example_cmd(
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", metavar="<path>", help="Folder to write the recipes into (made if new)."),
+    ],
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite same-named files that differ from the shipped ones.")
+    ] = False,
+) -> None:
+    """Write the shipped recipes (the offline example, the audit example, IndicFairFace) and their
+    files into OUT, ready for ``fairsets build OUT/example.toml --out example-out``."""
+    try:
+        done = write_recipes(out, force=force)
+    except (RecipeCopyError, OSError) as exc:
+        die(exc)
+    for path, written in done:
+        typer.echo(f"{'wrote' if written else 'unchanged'} {path}")
+    recipe = shlex.quote(str(out / "example.toml"))
+    typer.echo(f"build the offline example: fairsets build {recipe} --out example-out")

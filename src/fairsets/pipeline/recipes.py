@@ -15,16 +15,11 @@ written) unless ``--force``. Every file is written atomically.
 from __future__ import annotations
 
 import importlib.resources
-import shlex
 from pathlib import Path
-from typing import Annotated
 
-import typer
-
-from fairsets._cli_util import die
 from fairsets.core.atomic import atomic_write_bytes
 
-__all__ = ["RecipeCopyError", "example_cmd", "shipped_files", "shipped_recipes_dir", "write_recipes"]
+__all__ = ["RecipeCopyError", "shipped_files", "shipped_recipes_dir", "write_recipes"]
 
 #: The repository checkout this module lies in, when it runs from one (src/fairsets/pipeline/…).
 _CHECKOUT = Path(__file__).resolve().parents[3]
@@ -105,24 +100,3 @@ def write_recipes(out: Path, *, force: bool = False) -> list[tuple[Path, bool]]:
         atomic_write_bytes(target, data)
         done.append((target, True))
     return done
-
-
-def example_cmd(
-    out: Annotated[
-        Path,
-        typer.Option("--out", "-o", metavar="<path>", help="Folder to write the recipes into (made if new)."),
-    ],
-    force: Annotated[
-        bool, typer.Option("--force", help="Overwrite same-named files that differ from the shipped ones.")
-    ] = False,
-) -> None:
-    """Write the shipped recipes (the offline example, the audit example, IndicFairFace) and their
-    files into OUT, ready for ``fairsets build OUT/example.toml --out example-out``."""
-    try:
-        done = write_recipes(out, force=force)
-    except (RecipeCopyError, OSError) as exc:
-        die(exc)
-    for path, written in done:
-        typer.echo(f"{'wrote' if written else 'unchanged'} {path}")
-    recipe = shlex.quote(str(out / "example.toml"))
-    typer.echo(f"build the offline example: fairsets build {recipe} --out example-out")
