@@ -88,3 +88,22 @@ def test_annotate_train_prints_its_table_whole_into_a_pipe(
     table = _table(err, "gender head on the test part")
     assert max(len(line) for line in table.splitlines()) <= 80, table
     assert "…" not in table and f"blue{LONG}" in _columns(table)[0], table
+
+
+def test_a_later_columns_value_is_honoured_in_the_same_process(monkeypatch) -> None:
+    # Rich reads COLUMNS when a console is made: a console cached under another width must not
+    # keep it (one command after another in a test process, or a library caller resizing)
+    import io
+
+    from fairsets.core import console as con
+
+    monkeypatch.setenv("COLUMNS", "40")
+    buf = io.StringIO()
+    monkeypatch.setattr("sys.stdout", buf)
+    con.say("x " * 60, wrap=True)
+    assert max(len(line) for line in buf.getvalue().splitlines()) <= 40
+    monkeypatch.setenv("COLUMNS", "200")
+    buf2 = io.StringIO()
+    monkeypatch.setattr("sys.stdout", buf2)
+    con.say("x " * 60, wrap=True)
+    assert len(buf2.getvalue().splitlines()) == 1

@@ -22,6 +22,7 @@ API:
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ __all__ = ["DataTable", "labelled", "say", "show", "text", "visible"]
 #: Unicode categories shown as escapes: controls, format characters (bidi overrides, zero-width
 #: characters), line and paragraph separators.
 _HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp"})
-_CONSOLES: dict[bool, Console] = {}
+_CONSOLES: dict[tuple[bool, str | None], Console] = {}
 
 
 def visible(value: object) -> str:
@@ -77,12 +78,15 @@ class DataTable(Table):
 
 
 def _console(err: bool) -> Console:
-    """One console per stream; it writes to ``sys.stdout`` / ``sys.stderr`` as they are at print time."""
-    if err not in _CONSOLES:
+    """One console per stream and ``COLUMNS`` value; it writes to ``sys.stdout`` / ``sys.stderr`` as
+    they are at print time. Rich reads ``COLUMNS`` only when a console is made, so a console made
+    under another value (an earlier command in the same process) would keep the old width."""
+    key = (err, os.environ.get("COLUMNS"))
+    if key not in _CONSOLES:
         from rich.console import Console
 
-        _CONSOLES[err] = Console(stderr=err)
-    return _CONSOLES[err]
+        _CONSOLES[key] = Console(stderr=err)
+    return _CONSOLES[key]
 
 
 def say(
