@@ -17,7 +17,8 @@ Licences, as they are known: Ultralytics distributes the two photographs in its 
 the package's licence, AGPL-3.0, and names no photographer. That is not a licence fairsets'
 policy publishes, so the recipe has no ``license`` step and its card says the build is a local
 demonstration that must not be published. The ``ultralytics`` package is only read as files
-(never imported); ``pip install --no-deps ultralytics`` brings it without its dependencies.
+(never imported); the ``persons`` extra brings it (``ultralytics-opencv-headless``, the same
+``ultralytics`` package with the headless OpenCV).
 
 The ``state`` values are assigned for the demonstration; they say nothing about the people.
 The ``gender`` column records the gender of each portrait as presented in its source's caption
@@ -55,8 +56,8 @@ def _assets() -> Path:
     spec = importlib.util.find_spec("ultralytics")  # finds the folder; does not import the package
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError(
-            "the audit example needs the sample photos of the ultralytics wheel: "
-            "pip install --no-deps ultralytics"
+            "the audit example needs the sample photos of the ultralytics package: "
+            "pip install 'fairsets[persons]'"
         )
     return Path(next(iter(spec.submodule_search_locations))) / "assets"
 

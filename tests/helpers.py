@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import csv
+import fcntl
 import hashlib
+import importlib.util
 import io
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -16,6 +21,36 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: img2dataset goes in apart (``pip install --no-deps``); a test that downloads skips without it.
+#: find_spec, not importorskip: importing img2dataset would run its package __init__ (wandb, ray,
+#: pandas, torch), and downloads would not go through the light loading users get.
+needs_img2dataset = pytest.mark.skipif(
+    importlib.util.find_spec("img2dataset") is None,
+    reason="img2dataset is not installed: pip install --no-deps img2dataset==1.47.0 (docs/install.md)",
+)
+
+
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder that ``build(folder)`` fills, built once per test run; this process gets a copy.
+
+    Under pytest-xdist every worker used to build its own; now the first one builds it (under a
+    file lock in the run's temporary folder, which the workers share) and each worker copies it
+    into its own temporary folder, so tests still never share files across processes.
+    """
+    base = factory.getbasetemp()
+    shared_root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared, done = shared_root / f"built-{name}", shared_root / f"built-{name}.done"
+    with open(shared_root / f"built-{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.is_file():
+            shutil.rmtree(shared, ignore_errors=True)
+            shared.mkdir()
+            build(shared)
+            done.touch()
+    mine = factory.mktemp(name)
+    shutil.copytree(shared, mine, symlinks=True, dirs_exist_ok=True)
+    return mine
 
 
 def portraits() -> list[np.ndarray]:

@@ -4,7 +4,12 @@ It serves ``POST /v1/chat/completions``. Each request is answered by the first o
 ``server.respond(body)`` (when set and it returns a :class:`Step`), the next step of
 ``server.script`` (consumed in order), else ``server.default`` (by default an echo of the last
 user text). A :class:`Step` can answer text, an HTTP error with ``Retry-After``, a delay (longer
-than the client's timeout: a timeout), a malformed body or a refusal.
+than the client's timeout: a timeout), a malformed body, a refusal, any usage values (``NaN``,
+negative…) or a body given byte for byte (``raw``: deeply nested JSON…).
+
+A hostile server echoes the key: :data:`ECHO_KEY` in a step's ``text``, ``refusal``,
+``finish_reason``, ``error_message`` or ``raw`` is replaced by the key the request carried
+(``Authorization: Bearer …``), so a test can sweep everything written for it.
 
 It records every request: ``bodies`` (parsed JSON), ``headers``, arrival ``times``, the most
 requests ever in flight (``max_in_flight``) and, with ``image_dir``, each inline image decoded
@@ -28,7 +33,15 @@ from typing import Any
 
 from servers import LoopbackServer, Request, Response
 
-__all__ = ["OpenAIServer", "Step", "last_user_text"]
+__all__ = ["ECHO_KEY", "OpenAIServer", "Step", "last_user_text", "nested_json"]
+
+#: Replaced, in what a :class:`Step` answers, by the key the request was sent with.
+ECHO_KEY = "<<the key>>"
+
+
+def nested_json(depth: int = 100_000) -> bytes:
+    """A JSON text nested ``depth`` arrays deep: valid, but deeper than Python's decoder goes."""
+    return b"[" * depth + b"]" * depth
 
 
 @dataclass
@@ -42,8 +55,10 @@ class Step:
     malformed: bool = False  # a 200 whose body is not JSON
     refusal: str | None = None
     finish_reason: str = "stop"
-    usage: tuple[int, int] | None = (11, 3)  # (prompt, completion) tokens; None: no usage field
+    usage: tuple[Any, Any] | None = (11, 3)  # (prompt, completion) tokens; None: no usage field
     error_message: str = "scripted error"
+    raw: bytes | None = None  # the body sent as is (with ``status``), instead of a completion
+    headers: dict[str, str] | None = None  # extra response headers (e.g. a Location), ECHO_KEY replaced
 
 
 def last_user_text(body: dict[str, Any]) -> str:
@@ -142,10 +157,13 @@ class OpenAIServer:
         finally:
             with self._lock:
                 self.in_flight -= 1
-        return self._answer(step, body)
+        return self._answer(_echo(step, req.headers.get("Authorization", "")), body)
 
     def _answer(self, step: Step, body: dict[str, Any]) -> Response:
         json_type = {"Content-Type": "application/json"}
+        json_type |= step.headers or {}
+        if step.raw is not None:
+            return Response(step.status, json_type, step.raw)
         if step.status != 200:
             headers = dict(json_type)
             if step.retry_after is not None:
@@ -167,5 +185,21 @@ class OpenAIServer:
         }
         if step.usage is not None:
             p, c = step.usage
-            out["usage"] = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-        return Response(200, json_type, json.dumps(out).encode())
+            total = p + c if all(type(v) in (int, float) for v in (p, c)) else None
+            out["usage"] = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": total}
+        return Response(200, json_type, json.dumps(out).encode())  # NaN and Infinity as Python writes them
+
+
+def _echo(step: Step, authorization: str) -> Step:
+    """``step`` with :data:`ECHO_KEY` replaced by the key of ``authorization``."""
+    import dataclasses
+
+    key = authorization.removeprefix("Bearer ")
+    texts = {
+        name: getattr(step, name).replace(ECHO_KEY, key)
+        for name in ("text", "refusal", "finish_reason", "error_message")
+        if isinstance(getattr(step, name), str)
+    }
+    raw = step.raw.replace(ECHO_KEY.encode(), key.encode()) if step.raw is not None else None
+    headers = {k: v.replace(ECHO_KEY, key) for k, v in (step.headers or {}).items()} or None
+    return dataclasses.replace(step, **texts, raw=raw, headers=headers)

@@ -112,6 +112,29 @@ def test_parse_pip_check() -> None:
     assert unexpected == [found[3][1], found[4][1]]  # a mismatched torchvision is never allowed
 
 
+def test_pip_check_with_a_fresh_virtualenvs_pip_lists_only_documented_conflicts() -> None:
+    """`pip check` checks the installed pip too: a package that declares a newer pip than the one a
+    fresh virtualenv brings (ensurepip's) gets a line there that an upgraded pip never prints. The
+    lines that pip would print are made here from what the installed packages declare."""
+    import ensurepip
+
+    from packaging.requirements import Requirement
+
+    fresh = ensurepip.version()
+    lines = []
+    for dist in importlib.metadata.distributions():
+        for spec in dist.requires or []:
+            req = Requirement(spec)
+            if _norm(req.name) != "pip" or (req.marker and not req.marker.evaluate({"extra": ""})):
+                continue
+            if not req.specifier.contains(fresh, prereleases=True):
+                name = dist.metadata["Name"]
+                lines.append(f"{name} {dist.version} has requirement {req}, but you have pip {fresh}.")
+    allowed = pip_check_allow_list()
+    unexpected = [line for key, line in parse_pip_check("\n".join(lines)) if key not in allowed]
+    assert not unexpected, "docs/install.md does not explain:\n" + "\n".join(unexpected)
+
+
 @pytest.mark.timeout(180)
 def test_pip_check_lists_only_documented_conflicts() -> None:
     """`pip check` in this environment reports nothing beyond docs/install.md's allow-list."""
@@ -187,3 +210,164 @@ def test_fetch_extra_brings_every_img2dataset_dependency() -> None:
         if name not in provided and name not in absent
     )
     assert not missing, f"the fetch extra lacks img2dataset's dependencies {missing}"
+
+
+def _project() -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _extra_names(project: dict, extra: str) -> set[str]:
+    return {_requirement_name(r) for r in project["optional-dependencies"][extra]}
+
+
+def _self_extras(project: dict, extra: str) -> set[str]:
+    """The extras that ``extra`` includes by naming fairsets itself (``fairsets[vision,...]``)."""
+    found: set[str] = set()
+    for spec in project["optional-dependencies"][extra]:
+        if m := re.match(r"fairsets\[(.*)\]", spec.strip()):
+            found |= {e.strip() for e in m.group(1).split(",")}
+    return found
+
+
+def test_person_detection_installs_through_an_extra_with_one_cv2() -> None:
+    """ultralytics was in no extra (users learnt a --no-deps line); plain `ultralytics` pulls
+    opencv-python, a second cv2 beside the `vision` extra's headless one. Ultralytics' own
+    `ultralytics-opencv-headless` is the same code with the headless OpenCV."""
+    project = _project()
+    persons = _extra_names(project, "persons")
+    assert "ultralytics-opencv-headless" in persons
+    everything = set().union(*(_extra_names(project, e) for e in project["optional-dependencies"]))
+    assert not everything & {"ultralytics", "opencv-python", "opencv-contrib-python"}
+    assert {"persons", "vision"} <= _self_extras(project, "dev")
+    assert "persons" in _self_extras(project, "all")
+    ci = [ln.split("#", 1)[0] for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert not [ln for ln in ci if re.search(r"(?<![-\w])ultralytics(?:==|\s|$)", ln)], (
+        "CI installs ultralytics by hand"
+    )
+
+
+def _allowed_minors(project: dict) -> list[int]:
+    from packaging.specifiers import SpecifierSet
+
+    spec = SpecifierSet(project["requires-python"])
+    return [m for m in range(8, 20) if spec.contains(f"3.{m}.0")]
+
+
+def test_the_fetch_extra_brings_imghdr_where_python_removed_it() -> None:
+    """img2dataset imports `imghdr`, which Python 3.13 removed: on every allowed Python from 3.13
+    on, the `fetch` extra must bring `standard-imghdr` (and not before, where the standard library
+    has it)."""
+    from packaging.requirements import Requirement
+
+    project = _project()
+    fetch = [Requirement(r) for r in project["optional-dependencies"]["fetch"]]
+    minors = _allowed_minors(project)
+    assert 13 in minors or max(minors) < 13
+    for minor in minors:
+        env = {"python_version": f"3.{minor}", "python_full_version": f"3.{minor}.0", "extra": ""}
+        names = {_norm(r.name) for r in fetch if r.marker is None or r.marker.evaluate(env)}
+        assert ("standard-imghdr" in names) == (minor >= 13), f"Python 3.{minor}"
+
+
+def test_the_supported_python_versions_are_stated_alike() -> None:
+    """The classifiers name the supported versions, from requires-python's lower bound up without a
+    gap, and the README and docs/install.md say the same range."""
+    project = _project()
+    classified = sorted(
+        int(c.rsplit(".", 1)[1])
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    )
+    minors = _allowed_minors(project)
+    assert classified, "no Programming Language :: Python :: 3.N classifier"
+    assert classified == list(range(minors[0], classified[-1] + 1)), (classified, minors)
+    said = f"Python 3.{classified[0]} to 3.{classified[-1]}"
+    assert said in (ROOT / "README.md").read_text()
+    assert said in (ROOT / "docs" / "install.md").read_text()
+
+
+def _plain_install_checker():
+    spec = importlib.util.spec_from_file_location(
+        "check_plain_install", ROOT / "scripts" / "check_plain_install.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _paragraph(text: str, start: str) -> str:
+    return text.split(start, 1)[1].split("\n\n", 1)[0]
+
+
+def test_every_readme_command_says_what_a_plain_machine_installs() -> None:
+    """The README said no nvidia-* wheel comes in with the second command, while PyPI's torch is
+    the CUDA build: each command's pip part has a claim that scripts/check_plain_install.py checks
+    against pip's dry run (CI), and the prose says what the claim says."""
+    checker = _plain_install_checker()
+    claims = {c.command: c for c in checker.all_claims(ROOT)}
+    readme = (ROOT / "README.md").read_text()
+    for i, cmd in enumerate(readme_commands()):
+        pip_part = next(p.strip() for p in cmd.split("&&") if p.strip().startswith("pip install"))
+        assert pip_part in claims, f"no plain-machine claim for {pip_part!r}"
+        claim = claims[pip_part]
+        assert claim.torch is not None and claim.nvidia is not None
+        prose = _paragraph(readme, ("The first command", "The second command")[i])
+        if claim.nvidia == 0:
+            assert "no `nvidia-*` wheel" in prose
+        else:
+            assert claim.gb is not None
+            assert f"{claim.nvidia} `nvidia-*` wheels" in prose and f"{claim.gb} GB" in prose
+            assert "so no `nvidia-*` wheel comes in" not in prose
+        if claim.torch == "none":
+            assert "no PyTorch" in prose
+        else:
+            assert f"torch {claim.torch}" in prose
+
+
+def test_the_plain_machine_check_finds_what_pip_contradicts() -> None:
+    checker = _plain_install_checker()
+    (claim,) = checker.parse_claims(
+        "<!-- plain-machine:\npip install -e '.[x]' => torch none; nvidia 0; cv2 opencv-python-headless\n-->",
+        "doc",
+    )
+    assert claim.pip_args() == ["-e", ".[x]"]
+
+    def report(*pkgs: tuple[str, str]) -> dict:
+        return {
+            "install": [
+                {"metadata": {"name": n, "version": v}, "download_info": {"url": f"https://h/{n}-{v}.whl"}}
+                for n, v in pkgs
+            ]
+        }
+
+    cuda = checker.Selection.from_report(
+        report(
+            ("torch", "2.13.0"),
+            ("nvidia_cublas", "13.1"),
+            ("nvidia-ml-py", "13.0"),
+            ("opencv-python", "4.14"),
+        )
+    )
+    assert cuda.cuda_wheels() == ["nvidia-cublas"]  # NVML's binding is no CUDA library
+    assert cuda.heavy() == ["nvidia-cublas", "torch"]
+    wrong = checker.check(claim, cuda)
+    assert len(wrong) == 3 and "torch 2.13.0" in wrong[0] and "opencv-python" in wrong[2]
+    cpu = checker.Selection.from_report(report(("torch", "2.13.0+cpu"), ("opencv-python-headless", "4.14")))
+    (pinned,) = checker.parse_claims(
+        "<!-- plain-machine:\npip install . => torch 2.13.0; nvidia 1; gb 2.7; with ultralytics; "
+        "without opencv-python-headless\n-->",
+        "doc",
+    )
+    assert checker.check(pinned, cuda, size=2_740_000_000) == [
+        "says ultralytics is installed, pip does not select it"
+    ]
+    assert len(checker.check(pinned, cpu, size=0)) == 4  # nvidia, GB, with, without
+    assert (
+        checker.check(claim, checker.Selection.from_report(report(("opencv-python-headless", "4.14")))) == []
+    )

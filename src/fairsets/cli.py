@@ -1,9 +1,11 @@
 """The ``fairsets`` command line (typer).
 
 This module holds the root app (:class:`FairsetsApp`: the entry point's error handling), its
-callback (``-v``, ``--debug``) and :func:`main`, and assembles the commands each package owns:
+callback (``--version``, ``-v``, ``--debug``) and :func:`main`, and assembles the commands each
+package owns:
 
-* :mod:`fairsets.pipeline.cli` — ``build``, ``validate``, ``steps``, ``publish`` and ``review``;
+* :mod:`fairsets.pipeline.cli` — ``build``, ``validate``, ``steps``, ``publish``, ``review`` and
+  ``example`` (the shipped recipes, written out by :mod:`fairsets.pipeline.recipes`);
 * :mod:`fairsets.sources.cli` — ``fetch``;
 * :mod:`fairsets.fetch.cli` — ``download``;
 * :mod:`fairsets.audit.cli` — ``audit`` and ``card``;
@@ -12,6 +14,12 @@ callback (``-v``, ``--debug``) and :func:`main`, and assembles the commands each
 * :mod:`fairsets.geo.cli` — ``geo``.
 
 The order of registration is the order of ``fairsets --help``.
+
+Help is click's plain layout (``rich_markup_mode=None``, set here for every command): it wraps
+to the terminal, or to 80 columns when piped, and never cuts an option name, a help text or a
+default short with ``…`` as the boxed Rich layout does at 80 columns; a flag shows no ``<bool>``
+value; and a help text is printed as written (Rich read ``[kind]`` or ``fairsets[geo]`` as
+markup and dropped it).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from . import _cli_util
 from ._cli_util import die, report_unexpected, report_usage
@@ -30,7 +39,7 @@ from .audit.persons.cli import audit_persons_cmd, audit_transfer_cmd
 from .debias.cli import debias_app
 from .fetch.cli import download_cmd
 from .geo.cli import geo_app
-from .pipeline.cli import build_cmd, publish_cmd, review_app, steps_cmd, validate_cmd
+from .pipeline.cli import build_cmd, example_cmd, publish_cmd, review_app, steps_cmd, validate_cmd
 from .sources.cli import fetch_app
 
 
@@ -71,6 +80,21 @@ class FairsetsApp(typer.Typer):
             report_unexpected(exc)
         # standalone_mode=False returns the exit code of a typer.Exit, else the command's value
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+class FairsetsGroup(TyperGroup):
+    """A command group whose help lists each command with its whole first sentence, wrapped, where
+    click would cut it to the width left on the line (``Build a dataset from RECIPE into…``)."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 def _refuse_blank_values(argv: list[str]) -> None:
@@ -116,12 +140,26 @@ app = FairsetsApp(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # every command's help: click's plain layout (module docstring)
+    cls=FairsetsGroup,
 )
 console = Console(stderr=True)
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from .core.version import __version__
+
+        print(f"fairsets {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", callback=_show_version, is_eager=True),
+    ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Debug logging (before the command: fairsets -v build …).")
     ] = False,
@@ -139,17 +177,18 @@ def _root(
 app.command("build")(build_cmd)
 app.command("validate")(validate_cmd)
 app.command("steps")(steps_cmd)
-app.add_typer(fetch_app, name="fetch")
+app.command("example")(example_cmd)
+app.add_typer(fetch_app, name="fetch", cls=FairsetsGroup)
 app.command("download")(download_cmd)
-app.add_typer(review_app, name="review")
+app.add_typer(review_app, name="review", cls=FairsetsGroup)
 app.command("publish")(publish_cmd)
 audit_app.command("persons")(audit_persons_cmd)
 audit_app.command("transfer")(audit_transfer_cmd)
-app.add_typer(audit_app, name="audit")
-app.add_typer(debias_app, name="debias")
-app.add_typer(card_app, name="card")
-app.add_typer(annotate_app, name="annotate")
-app.add_typer(geo_app, name="geo")
+app.add_typer(audit_app, name="audit", cls=FairsetsGroup)
+app.add_typer(debias_app, name="debias", cls=FairsetsGroup)
+app.add_typer(card_app, name="card", cls=FairsetsGroup)
+app.add_typer(annotate_app, name="annotate", cls=FairsetsGroup)
+app.add_typer(geo_app, name="geo", cls=FairsetsGroup)
 
 
 if __name__ == "__main__":  # pragma: no cover - after every command is registered

@@ -44,7 +44,7 @@ def write_shard(path: Path, samples: Iterable[tuple[str, dict[str, bytes | str |
 @pytest.fixture(scope="session")
 def yolo_assets() -> Path:
     """ultralytics' bundled ``bus.jpg`` and ``zidane.jpg``."""
-    return package_dir("ultralytics", "pip install --no-deps ultralytics==8.4.190") / "assets"
+    return package_dir("ultralytics", "pip install 'fairsets[persons]'") / "assets"
 
 
 @pytest.fixture(scope="session")

@@ -295,9 +295,11 @@ def test_failures_are_recorded_and_asked_again_refusals_and_hostile_text_kept_sa
                 assert r["status"] == "rejected" and "not found" in r["reason"] and r["caption"] is None
             elif item.endswith("/0"):
                 assert r["status"] == "failed" and "http 500" in r["reason"] and r["caption"] is None
-        assert first["counts"]["failed"] == 4 and first["counts"]["rejected"] >= 2
+        assert first["counts"]["failed"] == 5 and first["counts"]["rejected"] >= 2
         statuses = [rows[i]["status"] for i in order if i.endswith("/1") and i.split("/")[1] != keys[-1]]
-        assert sorted(statuses) == ["ok", "ok", "refused", "rejected"]
+        assert sorted(statuses) == ["failed", "ok", "ok", "refused"]  # failed: the empty answer
+        empty = [r for r in rows.values() if r["reason"] == "the model answered with no text"]
+        assert len(empty) == 1 and empty[0]["status"] == "failed" and empty[0]["caption"] is None
         refused = [r for r in rows.values() if r["status"] == "refused"]
         assert len(refused) == 1 and "I cannot describe people." in refused[0]["reason"]
         stored = [r for r in rows.values() if r["caption"] and r["caption"].startswith("<script>")]
@@ -314,7 +316,8 @@ def test_failures_are_recorded_and_asked_again_refusals_and_hostile_text_kept_sa
         sent = cap.hits
         failing["on"] = False
         second = caption_boxes(ann.path, toml, "cap", max_retries=1, backoff=0.01)
-        assert cap.hits - sent == 4  # only the failed boxes; refusals and answers come from the cache
+        # only the failed boxes (the empty answer too: never final); refusals and answers from the cache
+        assert cap.hits - sent == 5
         assert second["counts"]["failed"] == 0 and second["counts"]["refused"] == 1
         rows2 = {f"{r['shard']}/{r['key']}/{r['box_id']}": r for r in rows_of(ann.path)}
         for item, r in rows.items():

@@ -31,7 +31,8 @@ from fairsets.annotate.chat_requests import CAPTION_VIEW, caption_request, chat_
 from fairsets.annotate.compare import SALT, compare_captioners
 from fairsets.annotate.layout import AnnotationError
 from fairsets.fetch.chat import ChatClient, ChatServiceError
-from openai_server import OpenAIServer, Step, last_user_text
+from openai_server import ECHO_KEY, OpenAIServer, Step, last_user_text
+from secret_sweep import leaks
 
 _PAIR = re.compile(r"Caption 1: <<<(.*)>>>\nCaption 2: <<<(.*)>>>")
 LONG = (
@@ -259,11 +260,12 @@ def test_invalid_replies_are_left_out_and_a_failed_caption_skips_its_box(ann: Pa
         assert victim.item not in {r["item"] for r in rows}
         assert sum(r["verdict"] == "invalid" for r in rows) == invalid
 
-        # errors are not cached: once the captioner is healthy, a re-run asks only for what is missing
+        # errors are not cached: once the captioner is healthy, a re-run asks only for what is missing,
+        # and the invalid verdicts again (never final; this judge answers them the same)
         y.fail.clear()
         sent = (x.server.hits, y.server.hits, z.server.hits)
         again = compare()
-        assert (x.server.hits, y.server.hits, z.server.hits) == (sent[0], sent[1] + 1, sent[2] + 1)
+        assert (x.server.hits, y.server.hits, z.server.hits) == (sent[0], sent[1] + 1, sent[2] + 1 + invalid)
         assert again["skipped"]["total"] == 0 and again["n_judged"] == 12 and again["written"]
 
 
@@ -500,8 +502,70 @@ def test_cli_without_any_valid_verdict_writes_the_files_and_says_so(
     with Model("x", "long") as x, Model("y") as y, Model("z", judge=lambda one, two: "Hard to say.") as z:
         toml = write_toml(tmp_path / "annotators.toml", x, y, z)
         args = ["annotate", "compare-captioners", folder, "--annotators", toml, "--a", "x", "--b", "y"]
-        code, _, err = run_cli([*args, "--judge", "z", "--n", "4", "--out", out], capsys)
-    assert_one_line_error(code, err, "no valid verdict among 4 judged pair(s)", "4 invalid", "compare.json")
+        args += ["--judge", "z", "--n", "4", "--out", out]
+        code, _, err = run_cli(args, capsys)
+        line = assert_one_line_error(
+            code, err, "no valid verdict among 4 judged pair(s)", "4 invalid", "compare.json"
+        )
+        summary = json.loads((out / "compare.json").read_text())
+        assert (summary["rate"], summary["low"], summary["high"]) == (None, None, None)
+        assert (
+            summary["counts"]["invalid"] == 4 and "win rate is undefined" in (out / "report.html").read_text()
+        )
+
+        # friction 8: unusable verdicts were cached as final, so "run again" could never succeed; they
+        # are not final: once the judge is fixed, a re-run asks it again (the captions from the cache)
+        assert "replies that name no verdict are not cached" in line and "answers are cached)" not in line
+        z.judge = prefers_longer
+        sent = (x.server.hits, y.server.hits, z.server.hits)
+        code, _, err = run_cli(args, capsys)
+        assert code == 0, err
+        assert (x.server.hits, y.server.hits, z.server.hits) == (sent[0], sent[1], sent[2] + 4)
     summary = json.loads((out / "compare.json").read_text())
-    assert (summary["rate"], summary["low"], summary["high"]) == (None, None, None)
-    assert summary["counts"]["invalid"] == 4 and "win rate is undefined" in (out / "report.html").read_text()
+    assert summary["counts"] == {"A": 4, "B": 0, "tie": 0, "invalid": 0} and summary["rate"] == 1.0
+
+
+def test_an_echoed_key_never_reaches_a_file_or_the_terminal(
+    ann: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 4: echoed keys were stored in captions, verdicts and the cache, and clipped error texts
+    kept the start of a key in compare.json and the one-line 401 error."""
+    folder = fresh(ann, tmp_path)
+    secret = "sk-ant-api03-Zq4Lm8Tx2Wc6Vb0Nr5Hy9Kd3Fs7Pj1"
+    monkeypatch.setenv("CMP_ECHO_KEY", secret)
+    chosen = items.sample(items.kept_boxes(folder), 4, 0, salt=SALT)
+    broken = hashlib.sha256(next(items.views(folder, chosen[:1], **CAPTION_VIEW))[1]).hexdigest()
+    pad = "x" * 171  # the key straddles the 200-character clip of error texts
+
+    class Echo(Model):
+        def caption_of(self, image: str) -> str:
+            return f"{super().caption_of(image)} A card reads {ECHO_KEY}."
+
+        def _respond(self, body: dict[str, Any]) -> Step:
+            if self.status is not None:
+                return Step(status=self.status, error_message=f"invalid key {pad}{ECHO_KEY}")
+            if _image_hash(body) == broken and "Caption 1:" not in last_user_text(body):
+                return Step(status=400, error_message=f"{pad}{ECHO_KEY}")
+            return super()._respond(body)
+
+    def judge(one: str, two: str) -> str:
+        return f"I was called with {ECHO_KEY}.\n{prefers_longer(one, two)}"
+
+    out = tmp_path / "out"
+    with Echo("x", "long") as x, Echo("y") as y, Echo("z", judge=judge) as z:
+        toml = write_toml(tmp_path / "annotators.toml", x, y, z, api_key_env="CMP_ECHO_KEY")
+        args = ["annotate", "compare-captioners", folder, "--annotators", toml, "--a", "x", "--b", "y"]
+        code, stdout, err = run_cli([*args, "--judge", "z", "--n", "4", "--out", out], capsys)
+        assert code == 0, err
+        assert all(h.get("Authorization") == f"Bearer {secret}" for h in z.server.headers)
+    summary = json.loads((out / "compare.json").read_text())
+    assert summary["counts"]["A"] == 3 and summary["skipped"]["by_reason"] == {"caption A failed": 1}
+    assert summary["skipped"]["items"][0]["detail"].startswith(f"x: http 400: {pad}***")
+    rows = pq.read_table(out / "verdicts.parquet").to_pylist()
+    assert all(r["caption_a"].endswith("A card reads ***.") for r in rows)
+    with Echo("x", status=401) as x, Echo("y") as y, Echo("z", judge=judge) as z:
+        toml = write_toml(tmp_path / "annotators.toml", x, y, z, api_key_env="CMP_ECHO_KEY")
+        args = ["annotate", "compare-captioners", folder, "--annotators", toml, "--a", "x", "--b", "y"]
+        code, stdout2, err2 = run_cli([*args, "--judge", "z", "--n", "4", "--out", tmp_path / "o2"], capsys)
+    line = assert_one_line_error(code, err2, "captioner --a x", "HTTP 401", f"invalid key {pad}***")
+    assert not leaks(secret, out, tmp_path / "o2", chat_cache_dir(folder), text=stdout + err + stdout2 + line)

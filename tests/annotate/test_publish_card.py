@@ -1,11 +1,11 @@
-"""The card of published annotations: loud failures on missing values, escaping, its checks, and the
-template shipped as package data being the repository's."""
+"""The card of published annotations: loud failures on missing values, escaping, its checks (the
+template shipped in the wheel is checked by tests/test_packaging.py)."""
 
 from __future__ import annotations
 
 import copy
-import importlib.resources
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,8 @@ import pytest
 import yaml
 from publish_ann import make_ann
 
-from fairsets.annotate.card import TEMPLATE_NAME, check_annotation_card, render_card
+from fairsets.annotate.card import check_annotation_card, render_card
 from fairsets.annotate.publish import prepare, verify_prepared
-from fairsets.core.datafiles import find_data_file
-from fairsets.publish.card import TEMPLATE_NAME as FACE_TEMPLATE
 from fairsets.publish.manifest import write_manifest
 
 
@@ -121,14 +119,6 @@ def test_an_image_listed_in_the_manifest_is_refused(prepared: tuple[Path, dict[s
     assert verify_prepared(folder) == ["data/face.jpg: images and shards are never published"]
 
 
-@pytest.mark.parametrize("name", [TEMPLATE_NAME, FACE_TEMPLATE])
-def test_the_packaged_template_is_the_repository_one(name: str) -> None:
-    repo = find_data_file("cards", name)
-    packaged = importlib.resources.files("fairsets") / "_cards" / name
-    assert repo.is_file() and packaged.is_file()
-    assert packaged.read_bytes() == repo.read_bytes()
-
-
 def test_a_manifest_without_the_detector_hash_is_a_one_line_error(tmp_path: Path, capsys) -> None:
     from cli_helpers import assert_one_line_error, run_cli
     from fairsets.annotate import layout
@@ -155,3 +145,107 @@ def test_a_folder_without_heads_says_so(tmp_path: Path) -> None:
     assert "No attribute head was applied" in text and "No comparison with human labels" in text
     assert pq.read_schema(folder / "data" / "boxes" / "00000.parquet") == layout.BOX_SCHEMA
     assert check_annotation_card(text, folder) == []
+
+
+#: Class labels an attacker could train a head with: each tries to leave its code span, table cell or
+#: line and make a rendered card run a tag or an attribute of its own.
+HOSTILE_LABELS = [
+    "x`<img src=x onerror=alert(1)>`",
+    "``<script>alert(2)</script>``",
+    "<b onmouseover=alert(3)>bold</b>",
+    "[link](javascript:alert(4))",
+    "a|b\n# heading <i>",
+    '![i](x" onerror="alert(5))',
+    "&lt;img src=x onerror=alert(6)&gt;",
+    "\\`<iframe src=//x>",
+    "<!-- c --><svg/onload=alert(7)>",
+]
+#: What the card's own Markdown renders to: these tags, and only these attributes.
+CARD_TAGS = {"h1", "h2", "h3", "p", "ul", "ol", "li", "code", "pre", "strong", "em", "hr", "br"}
+CARD_TAGS |= {"table", "thead", "tbody", "tr", "th", "td"}
+CARD_ATTRS = {("th", "style"), ("td", "style"), ("code", "class")}
+
+
+def _render_html(card: str) -> tuple[list[tuple[str, list[tuple[str, str | None]]]], str]:
+    """The card's body rendered by a real CommonMark renderer with GFM tables and raw HTML let through
+    (as a page that renders cards would, before any sanitiser): its tags with their attributes, and
+    its visible text."""
+    from html.parser import HTMLParser
+
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(card.split("---", 2)[2])
+
+    class Parser(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+            self.text: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.tags.append((tag, attrs))
+
+        def handle_comment(self, data: str) -> None:
+            self.tags.append(("<!--", []))
+
+        def handle_data(self, data: str) -> None:
+            self.text.append(data)
+
+    parser = Parser()
+    parser.feed(html)
+    return parser.tags, " ".join("".join(parser.text).split())
+
+
+def test_hostile_class_labels_stay_text_in_the_rendered_card(tmp_path: Path, monkeypatch) -> None:
+    """Defect: ``p_{attr}_{label}`` was written inside a code span without escaping, so a label with
+    backticks closed the span and the rendered card ran ``<img onerror>``. Every label (class list,
+    columns, counts, per-class metrics, confusion matrix) reaches the rendered HTML as text only."""
+    import publish_ann
+
+    monkeypatch.setattr(publish_ann, "GENDER", HOSTILE_LABELS[:3])  # gender: classes, metrics, matrix
+    monkeypatch.setattr(publish_ann, "RACE", HOSTILE_LABELS[3:6])
+    make_ann(tmp_path / "ANN")
+    folder = prepare(tmp_path / "ANN", repo_id="org/cards").folder
+    text = (folder / "README.md").read_text()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest.pop("files")
+    manifest["attributes"]["race"]["head"]["classes"] = HOSTILE_LABELS[3:]  # every label, once more
+    manifest["attributes"]["race"]["head"]["metrics"] = {
+        "per_class": {c: {"precision": 0.5} for c in HOSTILE_LABELS},
+        "confusion": [[1] * len(HOSTILE_LABELS[3:]) for _ in HOSTILE_LABELS[3:]],
+    }
+    manifest["counts"]["attributes"]["race"]["classes"] = dict.fromkeys(HOSTILE_LABELS, 1)
+    for card, labels in ((text, HOSTILE_LABELS[:6]), (render_card(manifest, out_dir=folder), HOSTILE_LABELS)):
+        tags, visible = _render_html(card)
+        foreign = [
+            (t, a) for t, a in tags if t not in CARD_TAGS or any((t, k) not in CARD_ATTRS for k, _ in a)
+        ]
+        assert foreign == [], foreign
+        for label in labels:
+            shown = " ".join(label.split())
+            assert shown in visible, shown  # shown as written, not swallowed
+            assert f"p_gender_{shown}" in visible or f"p_race_{shown}" in visible, shown
+        assert check_annotation_card(card, folder) == []
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "named"),
+    [
+        ("repo_id", "org/x`<img src=x onerror=alert(1)>`", "invalid repository id"),
+        ("attribute", "gen`der", "attribute 'gen`der'"),
+    ],
+)
+def test_names_written_in_code_spans_are_checked(
+    prepared: tuple[Path, dict[str, Any]], where: str, value: str, named: str
+) -> None:
+    """The repository id and the attribute names go into code spans, URLs and column names, where no
+    escape applies: a manifest holding another kind is refused, never rendered."""
+    _, manifest = prepared
+    broken = copy.deepcopy(manifest)
+    if where == "repo_id":
+        broken["repo_id"] = value
+    else:
+        broken["attributes"][value] = broken["attributes"].pop("gender")
+        broken["counts"]["attributes"][value] = broken["counts"]["attributes"].pop("gender")
+    with pytest.raises(ValueError, match=re.escape(named)):
+        render_card(broken)

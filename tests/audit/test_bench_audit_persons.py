@@ -86,18 +86,23 @@ def test_the_folder_has_the_rows_files_and_real_matches(smoke: tuple[Path, Any])
     assert bias["categories"] and any(c["female"] and c["male"] for c in bias["categories"])
 
 
-def test_a_second_run_reuses_the_folder(smoke: tuple[Path, Any]) -> None:
+@pytest.fixture(scope="module")
+def second(smoke: tuple[Path, Any]) -> subprocess.CompletedProcess:
+    """A second run on the first one's folder, its pandas side with Python ``re`` (one run serves
+    both tests below: each side costs a few tens of seconds)."""
     work, first = smoke
     assert first.returncode == 0, first.stderr
-    proc = _run(work)
+    return _run(work, "--pandas-regex", "re")
+
+
+def test_a_second_run_reuses_the_folder(second: subprocess.CompletedProcess) -> None:
+    proc = second
     assert proc.returncode == 0 and "re-using" in proc.stdout, proc.stdout + proc.stderr
     assert "same numbers: yes" in proc.stdout
 
 
-def test_pandas_with_python_re_gives_the_same_numbers(smoke: tuple[Path, Any]) -> None:
-    work, first = smoke
-    assert first.returncode == 0, first.stderr
-    proc = _run(work, "--pandas-regex", "re")
+def test_pandas_with_python_re_gives_the_same_numbers(second: subprocess.CompletedProcess) -> None:
+    proc = second
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "pandas re regular expressions" in proc.stdout and "same numbers: yes" in proc.stdout
 

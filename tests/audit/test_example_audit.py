@@ -40,7 +40,7 @@ def audit_example(tmp_path_factory) -> Path:
     if importlib.util.find_spec("ultralytics") is None:
         pytest.skip(
             "the audit example reads the sample photos of the ultralytics wheel "
-            "(pip install --no-deps ultralytics)"
+            "(pip install 'fairsets[persons]')"
         )
     out = tmp_path_factory.mktemp("example-audit") / "out"
     res = runner.invoke(app, ["build", str(RECIPE), "--out", str(out)])

@@ -80,7 +80,7 @@ def _scenes(assets: Path) -> dict[str, tuple[str, bytes]]:
 
 @pytest.fixture(scope="module")
 def site() -> Any:
-    assets = _package_file("ultralytics", "assets/bus.jpg", "pip install --no-deps ultralytics").parent
+    assets = _package_file("ultralytics", "assets/bus.jpg", "pip install 'fairsets[persons]'").parent
     scenes = _scenes(assets)
     broken = {
         "page.jpg": b"<html><body>not an image</body></html>",

@@ -23,7 +23,10 @@ from servers import Response
 # find_spec, not importorskip: importing img2dataset here would run its package __init__ (wandb, ray,
 # pandas, torch) and the downloads below would not go through the light loading users get.
 if importlib.util.find_spec("img2dataset") is None:
-    pytest.skip("img2dataset is installed separately (see fairsets.fetch.download)", allow_module_level=True)
+    pytest.skip(
+        "img2dataset is not installed: pip install --no-deps img2dataset==1.47.0 (docs/install.md)",
+        allow_module_level=True,
+    )
 
 from fairsets.fetch.download import (
     STATUS_COLUMNS,

@@ -61,7 +61,8 @@ LOOP = FetchPolicy(allow_loopback=True, timeout=1)
         ("ff02::1", "multicast"),
         ("255.255.255.255", "broadcast"),
         ("240.0.0.1", "reserved"),
-        ("192.0.2.10", "not globally routable"),
+        ("192.0.2.10", "not globally reachable"),
+        ("192.0.0.192", "not globally reachable"),
     ],
 )
 def test_check_ip_refuses_non_public_addresses(ip: str, category: str) -> None:
@@ -427,6 +428,9 @@ def test_fetch_url_classification(images: Any) -> None:
     res = fetch_url(f"http://127.0.0.1:{port}/x.jpg", LOOP)
     assert (res.status, res.error.split(":")[0]) == ("failed", "connection")
     res = fetch_url("not a url?token=SECRET", LOOP)
+    assert res.status == "rejected"
+    assert res.error == "invalid_url: white space or control characters in the URL"
+    res = fetch_url("nourl?token=SECRET", LOOP)
     assert (res.status, res.error) == ("rejected", "invalid_url: ValueError")
 
 

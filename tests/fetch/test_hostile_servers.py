@@ -44,7 +44,9 @@ def png_bomb(width: int, height: int) -> bytes:
 
 @pytest.mark.timeout(60)
 def test_pixel_bomb_is_refused_from_its_header_before_decoding(tmp_path: Path) -> None:
-    pytest.importorskip("img2dataset", reason="img2dataset is installed separately")
+    pytest.importorskip(
+        "img2dataset", reason="img2dataset is not installed: pip install --no-deps img2dataset==1.47.0"
+    )
     from fairsets.fetch.download import download_urls
 
     bomb = png_bomb(3000, 3000)  # 9 MP in 9 kB
@@ -69,7 +71,9 @@ def test_pixel_bomb_is_refused_from_its_header_before_decoding(tmp_path: Path) -
 
 
 def test_pixel_capped_resizer_reads_only_the_header() -> None:
-    pytest.importorskip("img2dataset", reason="img2dataset is installed separately")
+    pytest.importorskip(
+        "img2dataset", reason="img2dataset is not installed: pip install --no-deps img2dataset==1.47.0"
+    )
     from fairsets.fetch.download import PixelCappedResizer
 
     def never(*args: Any) -> Any:
@@ -231,7 +235,9 @@ def test_plain_http_server_on_an_https_url_fails_fast(raw: Callable[[bytes], Raw
 
 @pytest.mark.timeout(60)
 def test_truncated_image_is_failed_not_published(tmp_path: Path, raw: Callable[[bytes], RawServer]) -> None:
-    pytest.importorskip("img2dataset", reason="img2dataset is installed separately")
+    pytest.importorskip(
+        "img2dataset", reason="img2dataset is not installed: pip install --no-deps img2dataset==1.47.0"
+    )
     from PIL import Image
 
     from fairsets.fetch.download import download_urls

@@ -9,6 +9,10 @@ import pytest
 
 from fairsets.geo import gazetteer as gz
 
+#: A smaller gazetteer than the default (GeoNames' cities of 15,000 people and more; exonyms of
+#: cities of a million): the cache works the same for every parameter set, at a third of the build.
+SMALL = {"min_population": 15_000, "alternate_min_population": 1_000_000}
+
 
 @pytest.fixture()
 def fresh(monkeypatch, tmp_path):
@@ -24,11 +28,11 @@ def _same(a: gz.Gazetteer, b: gz.Gazetteer) -> None:
 
 
 def test_built_once_then_loaded(fresh):
-    built = gz.gazetteer()
+    built = gz.gazetteer(**SMALL)
     files = list(fresh.glob("gazetteer-*.marshal"))
     assert len(files) == 1 and built.build_seconds > 0
     gz.gazetteer.cache_clear()
-    loaded = gz.gazetteer()
+    loaded = gz.gazetteer(**SMALL)
     assert loaded is not built
     _same(loaded, built)
     assert loaded.lookup("paris") == built.lookup("paris") and loaded.lookup("paris")[0].iso3 == "FRA"
@@ -36,13 +40,13 @@ def test_built_once_then_loaded(fresh):
 
 
 def test_an_unreadable_cache_file_is_rebuilt(fresh, caplog):
-    built = gz.gazetteer()
+    built = gz.gazetteer(**SMALL)
     path = next(fresh.glob("gazetteer-*.marshal"))
     for junk in (b"", b"not marshal at all", path.read_bytes()[:1000]):
         path.write_bytes(junk)
         gz.gazetteer.cache_clear()
         with caplog.at_level(logging.WARNING, logger="fairsets.geo.gazetteer"):
-            again = gz.gazetteer()
+            again = gz.gazetteer(**SMALL)
         _same(again, built)
         assert "building the gazetteer again" in caplog.text
         caplog.clear()
@@ -54,7 +58,7 @@ def test_a_cache_folder_that_cannot_be_written(monkeypatch, tmp_path):
     monkeypatch.setenv("FAIRSETS_CACHE_DIR", str(blocker))  # its geo/ sub-folder cannot exist
     gz.gazetteer.cache_clear()
     try:
-        g = gz.gazetteer()
+        g = gz.gazetteer(**SMALL)
         assert g.lookup("london")
     finally:
         gz.gazetteer.cache_clear()

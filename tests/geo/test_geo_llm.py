@@ -393,13 +393,14 @@ def test_disk_cache(llm: FakeLLM, tmp_path: Path) -> None:
     raw = sorted(p.read_bytes() for p in (tmp_path / "c").rglob("*.bin"))
     assert raw == sorted(ANSWERS[c].encode() for c in captions)  # raw answers, not codes
 
-    # same model and prompt served elsewhere (here: nowhere): every answer comes from the cache
+    # same model and prompt served elsewhere (here: nowhere): every answer comes from the cache; the
+    # malformed one is not final, so it is asked again, and kept when asking fails
     dead = f"http://127.0.0.1:{closed_port()}/v1"
     second = make(base_url=dead, cache_dir=str(tmp_path / "c"))
     assert second.predict_with_errors(captions) == result
     assert llm.hits() == 3
     assert second.provenance()["counts"]["cache_hits"] == 3
-    assert second.provenance()["counts"]["requests"] == 0
+    assert second.provenance()["counts"]["requests"] == 1
 
     # a different prompt, model or max_tokens is a different question
     make(llm, cache_dir=str(tmp_path / "c"), prompt="geotagger").predict(captions)

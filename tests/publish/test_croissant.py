@@ -12,12 +12,19 @@ from fairsets.core.atomic import sha256_file
 from fairsets.publish.croissant import CONFORMS_TO, build_croissant
 
 
+def local_files(out: Path) -> dict[str, str]:
+    """``mapping`` for ``mlc.Dataset``: each FileObject's ``@id`` (its relative path) to its file,
+    as the card's loading snippet writes it."""
+    doc = json.loads((out / "croissant.json").read_text(encoding="utf-8"))
+    return {f["@id"]: str(out / f["@id"]) for f in doc["distribution"] if f["@type"] == "cr:FileObject"}
+
+
 @pytest.fixture(scope="module")
 def croissant(layout: tuple[Path, dict[str, Any]]) -> Any:
     import mlcroissant as mlc
 
     out, _ = layout
-    return mlc.Dataset(jsonld=str(out / "croissant.json"))
+    return mlc.Dataset(jsonld=str(out / "croissant.json"), mapping=local_files(out))
 
 
 def test_validates_without_errors(croissant: Any) -> None:
@@ -31,7 +38,7 @@ def test_file_objects_have_checksums(layout: tuple[Path, dict[str, Any]]) -> Non
     out, info = layout
     doc = json.loads((out / "croissant.json").read_text())
     assert doc["conformsTo"] == CONFORMS_TO and "datePublished" not in doc
-    objs = {d["contentUrl"]: d for d in doc["distribution"] if d["@type"] == "cr:FileObject"}
+    objs = {d["@id"]: d for d in doc["distribution"] if d["@type"] == "cr:FileObject"}
     expected = set()
     for splits in info["summary"]["variants"].values():
         for s in splits.values():
@@ -39,6 +46,8 @@ def test_file_objects_have_checksums(layout: tuple[Path, dict[str, Any]]) -> Non
     assert set(objs) == expected
     for rel, d in objs.items():
         assert d["sha256"] == sha256_file(out / rel)
+        # a shard's URL carries its bytes' hash (mlcroissant caches extractions by URL)
+        assert d["contentUrl"] == (f"{rel}?sha256={d['sha256']}" if rel.endswith(".tar") else rel)
         assert d["encodingFormat"] == (
             "application/x-tar" if rel.endswith(".tar") else "application/x-parquet"
         )

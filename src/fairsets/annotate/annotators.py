@@ -18,7 +18,8 @@ API)::
 
 Names are what results, logs and ``--a`` / ``--b`` / ``--judge`` / ``--captioner`` call them
 (letters, digits, ``_``, ``-`` and ``.``). The file never holds a key: ``api_key_env`` names the
-environment variable the key is read from when a batch starts.
+environment variable the key is read from when a batch starts. One file may hold voters, captioners
+and judges: :func:`load_voters` takes the tables ``annotate vote --voters`` names.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from fairsets.fetch.chat import ChatEndpoint
 
 from .layout import ANNOTATOR_NAME, AnnotationError
 
-__all__ = ["Annotators", "load_annotators"]
+__all__ = ["Annotators", "load_annotators", "load_voters"]
 
 _MAX_FILE = 1_000_000
 
@@ -119,3 +120,22 @@ def load_annotators(path: str | os.PathLike[str], *, at_least: int = 1) -> Annot
             f"{p}: {len(endpoints)} annotator(s); this needs at least {at_least} [annotators.NAME] tables"
         )
     return Annotators(endpoints, p)
+
+
+def load_voters(path: str | os.PathLike[str], voters: Sequence[str] | None = None) -> Annotators:
+    """The annotators that vote: the tables ``voters`` names (in that order), or every table.
+
+    Raises:
+        AnnotationError: as :func:`load_annotators`; a name not in the file (the message lists the
+            file's tables), or fewer than two voters.
+    """
+    if voters is None:
+        return load_annotators(path, at_least=2)
+    everyone = load_annotators(path)
+    picked = everyone.pick(list(dict.fromkeys(voters)), "--voters")
+    if len(picked) < 2:
+        raise AnnotationError(
+            f"--voters {','.join(picked.names) or '(none)'}: a vote needs at least 2 annotators; "
+            f"name 2 or more of {', '.join(everyone.names)}"
+        )
+    return picked

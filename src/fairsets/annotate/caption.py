@@ -19,10 +19,10 @@ kept box, in the order of the box table, with ``status``
   characters (NUL, …) are removed and text beyond :data:`MAX_CAPTION_CHARS` characters is not
   stored, the ``reason`` says how long the answer was. Markup is data: stored as sent.
 * ``refused`` — the model declined (a ``refusal`` field or a content filter); ``reason`` quotes it.
-* ``failed`` — no answer after the retries (5xx, timeouts, a body that is no chat completion…);
-  ``reason`` says what happened. A re-run asks these boxes again.
-* ``rejected`` — nothing to ask or nothing usable came back: the box's image is gone from the shard
-  or no longer decodes, or the answer was empty.
+* ``failed`` — no usable answer: none after the retries (5xx, timeouts, a body that is no chat
+  completion…), or an answer without text (never cached); ``reason`` says what happened. A re-run
+  asks these boxes again.
+* ``rejected`` — nothing to ask: the box's image is gone from the shard or no longer decodes.
 
 ``caption`` is null unless ``ok``. ``model`` is the endpoint's model id, ``annotator`` the
 captioner's name, ``prompt_sha256`` the SHA-256 of the prompt's UTF-8 bytes; token counts are those
@@ -139,8 +139,8 @@ def _row(
         refused = result.refusal is not None or result.error.startswith("refused")
         return {**row, "status": "refused" if refused else "failed", "reason": _clean(result.error)[0]}
     text, notes = _clean(result.text or "")
-    if not text.strip():
-        return {**row, "status": "rejected", "reason": "the model answered with no text"}
+    if not text.strip():  # not cached either (caption_request's accept): a re-run asks again
+        return {**row, "status": "failed", "reason": "the model answered with no text"}
     if result.finish_reason == "length":
         notes.insert(
             0, f"cut short: the answer reached the {CAPTION_MAX_TOKENS}-token limit (finish_reason length)"

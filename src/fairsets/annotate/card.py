@@ -235,9 +235,25 @@ def _pct(n: int, total: int) -> str:
     return f"{100 * n / total:.1f} %" if total else "n/a"
 
 
+def _checked_names(m: Mapping[str, Any]) -> str:
+    """The repository id, after checking it and the attribute names: the card writes both inside
+    code spans and URLs (and the attribute in column names), where no escape applies."""
+    from fairsets.publish.hub import PublishError, validate_repo_id
+
+    from .layout import check_attribute
+
+    try:
+        repo = validate_repo_id(str(_require(m, "repo_id")))
+    except PublishError as e:
+        raise ValueError(f"card: {e}") from None
+    for attr in m.get("attributes") or {}:
+        check_attribute(str(attr))  # an AnnotationError (a ValueError) naming the rule
+    return repo
+
+
 def _context(m: Mapping[str, Any]) -> dict[str, Any]:
     counts = _require(m, "counts")
-    repo = str(_require(m, "repo_id"))
+    repo = _checked_names(m)
     params = _require(m, "params")
     heads = []
     for attr, entry in sorted((m.get("attributes") or {}).items()):
@@ -248,7 +264,7 @@ def _context(m: Mapping[str, Any]) -> dict[str, Any]:
         if labels["unlabelled"]:
             rows.append(
                 [
-                    Md(f"no label (see `{attr}_reason`)"),
+                    Md(f"no label (see {md_code(f'{attr}_reason')})"),
                     labels["unlabelled"],
                     _pct(labels["unlabelled"], kept),
                 ]
@@ -267,9 +283,10 @@ def _context(m: Mapping[str, Any]) -> dict[str, Any]:
                 "counts": _table([f"perceived_{attr}", "Kept boxes", "Share"], rows, ["---", "---:", "---:"]),
                 "verification": _agreement(verification) if isinstance(verification, Mapping) else None,
                 "columns": Md(
-                    f"`perceived_{attr}` (the most probable class) and "
-                    + ", ".join(f"`p_{attr}_{c}`" for c in head["classes"])
-                    + f" (the probabilities, summing to 1), `{attr}_reason` (why a kept box has no label)"
+                    f"{md_code(f'perceived_{attr}')} (the most probable class) and "
+                    + ", ".join(md_code(f"p_{attr}_{c}") for c in head["classes"])
+                    + f" (the probabilities, summing to 1), {md_code(f'{attr}_reason')} (why a kept box "
+                    "has no label)"
                 ),
             }
         )

@@ -6,11 +6,17 @@ cache hit for the other: both build it with :func:`caption_request` from a view 
 :data:`CAPTION_VIEW`. Every command of an annotation folder caches answers in
 :func:`chat_cache_dir` (``ANN/.fairsets/chat-cache``): an interrupted run resumes, and a re-run
 sends no request.
+
+Each request says what answer it can use (``ChatRequest.accept``): a vote must read as one option
+letter or a refusal, a caption must hold text, a verdict must name a caption or a tie. An answer
+that does not is returned (and recorded as ``invalid`` / ``failed`` / ``invalid``) but never cached,
+so a re-run asks it again rather than replaying an answer no run can use.
 """
 
 from __future__ import annotations
 
 import os
+import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +38,7 @@ __all__ = [
     "caption_request",
     "chat_cache_dir",
     "judge_request",
+    "usable_caption",
     "vote_request",
 ]
 
@@ -56,19 +63,42 @@ def vote_request(
     question: Question, jpeg: bytes | dict[str, Any], *, max_tokens: int = VOTE_MAX_TOKENS
 ) -> ChatRequest:
     """One multiple-choice question about one box view (temperature 0); ``jpeg`` is the view, or an image
-    part standing for it (:func:`fairsets.fetch.chat.image_digest_part`, for a cache look-up)."""
-    return ChatRequest([user(question.text, images=[jpeg])], temperature=0.0, max_tokens=max_tokens)
+    part standing for it (:func:`fairsets.fetch.chat.image_digest_part`, for a cache look-up). An
+    ``invalid`` reply (:func:`~fairsets.annotate.vote_prompts.parse_answer`) is not cached."""
+    from .vote_prompts import INVALID, parse_answer
+
+    def accept(text: str) -> bool:
+        return parse_answer(text, question)[1] != INVALID
+
+    return ChatRequest(
+        [user(question.text, images=[jpeg])], temperature=0.0, max_tokens=max_tokens, accept=accept
+    )
+
+
+def usable_caption(text: str) -> bool:
+    """Whether an answer holds a caption: a character that is neither space nor a control character."""
+    return any(not c.isspace() and unicodedata.category(c) != "Cc" for c in text)
 
 
 def caption_request(
     jpeg: bytes, prompt: str = DEFAULT_CAPTION_PROMPT, *, max_tokens: int = CAPTION_MAX_TOKENS
 ) -> ChatRequest:
-    """Describe the person framed in red in ``jpeg`` (a :data:`CAPTION_VIEW` view; temperature 0)."""
+    """Describe the person framed in red in ``jpeg`` (a :data:`CAPTION_VIEW` view; temperature 0).
+    An answer without text (:func:`usable_caption`) is not cached."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("the caption prompt is empty; give the text to send with each red-box image")
-    return ChatRequest([user(prompt, images=[jpeg])], temperature=0.0, max_tokens=max_tokens)
+    return ChatRequest(
+        [user(prompt, images=[jpeg])], temperature=0.0, max_tokens=max_tokens, accept=usable_caption
+    )
 
 
 def judge_request(prompt: JudgePrompt, jpeg: bytes, *, max_tokens: int = JUDGE_MAX_TOKENS) -> ChatRequest:
-    """Ask a judge which of two captions of the box framed in ``jpeg`` is better (temperature 0)."""
-    return ChatRequest([user(prompt.text, images=[jpeg])], temperature=0.0, max_tokens=max_tokens)
+    """Ask a judge which of two captions of the box framed in ``jpeg`` is better (temperature 0). An
+    ``invalid`` verdict (:meth:`~fairsets.annotate.judge.JudgePrompt.verdict`) is not cached."""
+
+    def accept(text: str) -> bool:
+        return prompt.verdict(text) != "invalid"
+
+    return ChatRequest(
+        [user(prompt.text, images=[jpeg])], temperature=0.0, max_tokens=max_tokens, accept=accept
+    )

@@ -23,12 +23,14 @@ the same attribute are never mixed in: that is refused unless ``replace``, which
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fairsets.core.atomic import layout_lock, remove_temps, sha256_file
 from fairsets.core.progress import Progress
+from fairsets.core.progress_live import live_for_tasks
 
 from . import layout
 from .classify_task import encoder_for, run_classify_task, stage
@@ -190,17 +192,25 @@ def _run(
         }
         for ref in ready
     ]
-    results, seconds = run_shard_tasks(
-        run_classify_task,
-        specs,
-        executor=executor,
-        workers=workers,
-        ray_address=ray_address,
-        progress=progress,
-        description=f"classifying {head.attribute} (shards)",
-        rates=("boxes",),
-        counted=lambda r: {"boxes": r["stats"]["boxes"] if r["ran"] == "classified" else 0},
-    )
+    work = ann / layout.WORKDIR / "progress" / stage(head.attribute)
+    live = live_for_tasks(specs, work, progress)  # the boxes done within each shard, live
+
+    def counted(result: dict[str, Any]) -> dict[str, int]:
+        counts = {"boxes": result["stats"]["boxes"] if result["ran"] == "classified" else 0}
+        return live.finish(result["shard"], counts) if live else counts
+
+    with live or contextlib.nullcontext():
+        results, seconds = run_shard_tasks(
+            run_classify_task,
+            specs,
+            executor=executor,
+            workers=workers,
+            ray_address=ray_address,
+            progress=progress,
+            description=f"classifying {head.attribute} (shards)",
+            rates=("boxes",),
+            counted=counted,
+        )
     stats = {name: results[name]["stats"] for name in sorted(results)}
     counts = {c: sum(s["counts"].get(c, 0) for s in stats.values()) for c in head.classes}
     reasons: Counter[str] = Counter()

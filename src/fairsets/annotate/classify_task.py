@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fairsets.core.atomic import atomic_write_text, sha256_file
+from fairsets.core.progress_live import TaskCounts
 
 from . import layout
 from .tasks import prefetched
@@ -126,6 +127,7 @@ def _label_rows(spec: dict[str, Any], head: Head, encoder: VLM) -> tuple[list[di
     ]
     reasons: Counter[str] = Counter()
     pending: list[tuple[int, np.ndarray]] = []
+    live = TaskCounts(spec.get("progress"), shard)  # boxes done, for the driver's bar
 
     def flush() -> None:
         probs = head.predict_proba(embed_crops(encoder, [c for _, c in pending], batch_size=batch))
@@ -133,12 +135,14 @@ def _label_rows(spec: dict[str, Any], head: Head, encoder: VLM) -> tuple[list[di
         for (i, _), p, b in zip(pending, probs, best, strict=True):
             rows[i][f"perceived_{attr}"] = head.classes[int(b)]
             rows[i].update({f"p_{attr}_{c}": float(v) for c, v in zip(head.classes, p, strict=True)})
+        live.add(boxes=len(pending))
         pending.clear()
 
     for i, crop, reason in prefetched(_crops(ref, boxes, spec), 2 * batch):
         if crop is None:
             rows[i][f"{attr}_reason"] = reason
             reasons[str(reason).split(":")[0]] += 1
+            live.add(boxes=1)
             continue
         pending.append((i, crop))
         if len(pending) >= batch:
@@ -188,7 +192,7 @@ def run_classify_task(spec: dict[str, Any]) -> dict[str, Any]:
 
     ``spec``: ``task_id`` (the shard), ``workdir``, ``ann``, ``ref`` (the shard reference),
     ``head`` (path), ``head_sha256``, ``attribute``, ``boxes_sha256``, ``stage``, ``batch``, ``device``,
-    ``max_bytes``, ``max_pixels``.
+    ``max_bytes``, ``max_pixels``; optional ``progress`` (where to report the boxes done so far).
     """
     from fairsets.core.tables import write_table
 

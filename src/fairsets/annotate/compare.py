@@ -24,8 +24,10 @@ reported with its interval. :func:`compare_captioners` does this for an annotati
    each and leaves ``invalid`` out of the rate (it is reported as a count).
 4. **Skip, never guess.** A box whose image cannot be rendered, whose caption request failed (after
    the retries), was refused or came back empty, or whose judge request failed, is left out of the
-   judging and counted by reason (``skipped`` in ``compare.json``, with each item's detail). Errors
-   are not cached, so a re-run asks those requests again; answers are, so it asks nothing else.
+   judging and counted by reason (``skipped`` in ``compare.json``, with each item's detail). Errors,
+   empty captions and verdicts that name no caption are not cached (an unusable answer is never
+   final), so a re-run asks those requests again; every other answer is, so it asks nothing else.
+   A refusal is the model's answer to that request: cached (use another model to change it).
 
 The judge may be one of the captioners (a warning says that a judge judging its own captions is
 biased); A and B must differ.
@@ -65,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .chat_requests import usable_caption
 from .layout import AnnotationError
 
 __all__ = ["CHUNK", "SALT", "VERDICT_COLUMNS", "compare_captioners", "report_html"]
@@ -143,7 +146,7 @@ def _caption_outcome(result: Any) -> tuple[str | None, str | None, str | None]:
     if result.error is not None:
         return None, "failed", result.error
     text = result.text if isinstance(result.text, str) else ""
-    if not text.strip():
+    if not usable_caption(text):
         return None, "empty", "the caption is empty"
     return text, None, None
 

@@ -9,7 +9,9 @@ attributes are no longer labelled reliably) are written too, with ``kept`` false
 
 Shards are tasks of an executor (``local`` process pool or ``ray``; one task per shard, the same
 bytes either way); each task loads the detector once per worker process
-(:mod:`fairsets.annotate.persons_task`). Running again into the same folder resumes: shards with a
+(:mod:`fairsets.annotate.persons_task`) and, when a progress bar is shown, reports the images and
+boxes it has done so far (:mod:`fairsets.core.progress_live`), so the bar's images/s move within a
+shard. Running again into the same folder resumes: shards with a
 marker are skipped, a shard a killed run left half-written is detected again (same bytes), and a
 run that changes only ``min_side`` re-derives ``kept`` from the stored boxes without detecting.
 Changing what the boxes are (weights, ``conf``, ``imgsz``, person classes) into the same folder is
@@ -26,6 +28,7 @@ box counts (``image_w``, ``image_h``, ``n_boxes``, ``n_kept``; null otherwise).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Sequence
@@ -34,6 +37,7 @@ from typing import Any
 
 from fairsets.core.atomic import layout_lock, remove_temps
 from fairsets.core.progress import Progress
+from fairsets.core.progress_live import live_for_tasks
 from fairsets.core.version import __version__, package_versions
 
 from . import layout
@@ -213,23 +217,29 @@ def _run_tasks(
     ray_address: str | None,
     progress: Progress | None,
 ) -> dict[str, Any]:
-    """Run the shards' tasks; per-shard stats, total counts and what this run did (``ran``, rates)."""
+    """Run the shards' tasks; per-shard stats, total counts and what this run did (``ran``, rates).
+
+    With a progress bar, each task reports its images and boxes as it goes (``spec["progress"]``).
+    """
+    live = live_for_tasks(specs, Path(specs[0]["workdir"]) / "progress" / STAGE, progress) if specs else None
 
     def counted(result: dict[str, Any]) -> dict[str, int]:
         fresh, stats = result["ran"] == "detected", result["stats"]
-        return {"images": stats["images"] if fresh else 0, "boxes": stats["boxes"] if fresh else 0}
+        counts = {"images": stats["images"] if fresh else 0, "boxes": stats["boxes"] if fresh else 0}
+        return live.finish(result["shard"], counts) if live else counts
 
-    results, seconds = run_shard_tasks(
-        run_persons_task,
-        specs,
-        executor=executor,
-        workers=workers,
-        ray_address=ray_address,
-        progress=progress,
-        description="annotating persons (shards)",
-        rates=("images", "boxes"),
-        counted=counted,
-    )
+    with live or contextlib.nullcontext():
+        results, seconds = run_shard_tasks(
+            run_persons_task,
+            specs,
+            executor=executor,
+            workers=workers,
+            ray_address=ray_address,
+            progress=progress,
+            description="annotating persons (shards)",
+            rates=("images", "boxes"),
+            counted=counted,
+        )
     shards = {name: results[name]["stats"] for name in sorted(results)}
     counts = {
         k: sum(s[k] for s in shards.values()) for k in ("images", *layout.IMAGE_STATUSES, "boxes", "kept")

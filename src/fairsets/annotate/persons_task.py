@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fairsets.core.atomic import atomic_write_text, sha256_file
+from fairsets.core.progress_live import TaskCounts
 from fairsets.core.tables import write_table
 from fairsets.pipeline.tasks import read_marker
 
@@ -217,6 +218,7 @@ def _detect_shard(spec: dict[str, Any]) -> dict[str, Any]:
     image_rows: list[dict[str, Any]] = []
     boxes_of: dict[int, list[dict[str, Any]]] = {}
     pending: dict[tuple[int, ...], list[tuple[int, np.ndarray]]] = {}  # by shape: one forward pass each
+    live = TaskCounts(spec.get("progress"), shard)  # images and boxes done, for the driver's bar
 
     def flush(groups: list[list[tuple[int, np.ndarray]]]) -> None:
         items = [item for group in groups for item in group]
@@ -231,6 +233,7 @@ def _detect_shard(spec: dict[str, Any]) -> dict[str, Any]:
             h, w = array.shape[:2]
             boxes_of[i] = _box_rows(shard, row["key"], result, w, h, min_side)
             row.update(n_boxes=len(boxes_of[i]), n_kept=sum(1 for b in boxes_of[i] if b["kept"]))
+        live.add(images=len(items), boxes=sum(len(boxes_of.get(i, ())) for i, _ in items))
 
     def add(i: int, array: np.ndarray) -> None:
         """Detect in batches of one shape (what the detector runs together); bounded memory."""
@@ -257,14 +260,17 @@ def _detect_shard(spec: dict[str, Any]) -> dict[str, Any]:
         }
         image_rows.append(row)
         if rec.status != "ok":
+            live.add(images=1)
             continue
         try:
             array = decode(rec.data, max_bytes=max_bytes, max_pixels=max_pixels)
         except ImageRejected as exc:
             row.update(status="rejected", reason=str(exc))
+            live.add(images=1)
             continue
         except Exception as exc:  # a decoder bug on this image must not lose the shard
             row.update(status="failed", reason=f"decode failed: {type(exc).__name__}: {exc}")
+            live.add(images=1)
             continue
         row.update(image_h=int(array.shape[0]), image_w=int(array.shape[1]))
         add(len(image_rows) - 1, array)

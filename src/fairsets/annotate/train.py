@@ -4,8 +4,9 @@ The method of the LAION person-annotation paper ("Key Designs" 2): embed the lab
 with an image encoder (SigLIP there; any :mod:`fairsets.models` encoder here) and train a
 classifier on the consensus labels.
 
-1. **Split** (:func:`split_parts`): by image — all boxes of one image go to the same part, so no
-   person seen in training is tested on — and stratified by each image's majority label, seeded:
+1. **Split** (:func:`~fairsets.annotate.train_split.split_parts`): by image — all boxes of one
+   image go to the same part, so no person seen in training is tested on; identical images (same
+   sha256 of their stored bytes) as one — and stratified by each image's majority label, seeded:
    within each label, the images are shuffled with ``seed`` and cut at the fractions
    (``0.7, 0.15, 0.15`` by default; train, validation, test).
 2. **Head** (:func:`fit_logistic`): embeddings are L2-normalised and standardised (mean and scale of
@@ -26,9 +27,8 @@ classifier on the consensus labels.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,9 +40,10 @@ from fairsets.core.progress import Progress
 
 from .embed import CropSource, LabelledEmbeddings, crop_cache, embed_labelled
 from .heads import Head, evaluate, write_head
-from .labels import LabelRow, Labels, read_labels
+from .labels import Labels, read_labels
 from .layout import WORKDIR, AnnotationError, check_attribute, read_manifest
 from .shards import ShardRef, resolve_shards
+from .train_split import DEFAULT_SPLIT, PARTS, image_digests, parse_split, split_parts
 
 if TYPE_CHECKING:
     from fairsets.models import VLM
@@ -63,57 +64,6 @@ __all__ = [
 
 #: ``C`` values tried on the validation part.
 C_GRID: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)
-#: Train, validation and test fractions.
-DEFAULT_SPLIT = (0.7, 0.15, 0.15)
-PARTS = ("train", "val", "test")
-
-
-def parse_split(text: str | Sequence[float]) -> tuple[float, float, float]:
-    """``"0.7,0.15,0.15"`` → fractions summing to 1 (a test part is required).
-
-    Raises:
-        ValueError: Not three non-negative numbers summing to 1 with train and test > 0.
-    """
-    parts = text.split(",") if isinstance(text, str) else list(text)
-    try:
-        values = tuple(float(p) for p in parts)
-    except ValueError:
-        raise ValueError(f"split {text!r}: give three fractions, e.g. 0.7,0.15,0.15") from None
-    if len(values) != 3 or any(not math.isfinite(v) or v < 0 for v in values):
-        raise ValueError(f"split {text!r}: give three non-negative fractions, e.g. 0.7,0.15,0.15")
-    if abs(sum(values) - 1.0) > 1e-6:
-        raise ValueError(f"split {text!r}: the fractions sum to {sum(values):g}, not 1")
-    if values[0] == 0 or values[2] == 0:
-        raise ValueError(f"split {text!r}: the train and test fractions must be > 0")
-    return values  # type: ignore[return-value]
-
-
-def split_parts(rows: Sequence[LabelRow], fractions: Sequence[float], seed: int) -> list[str]:
-    """The part (``train``, ``val``, ``test``) of each row; by image, stratified, seeded.
-
-    Each image (shard, key) gets the majority label of its rows (ties: the first in sorted
-    order); within each label, its images are sorted, shuffled with ``seed`` and cut: round(n ·
-    test) to test, round(n · val) to validation, the rest (at least one image) to train.
-    """
-    images: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
-    for row in rows:
-        images[(row.shard, row.key)][row.label] += 1
-    by_label: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for image, counts in images.items():
-        top = max(counts.values())
-        by_label[min(label for label, c in counts.items() if c == top)].append(image)
-    rng = np.random.default_rng(seed)
-    part_of: dict[tuple[str, str], str] = {}
-    _, f_val, f_test = fractions
-    for label in sorted(by_label):
-        group = sorted(by_label[label])
-        order = [group[i] for i in rng.permutation(len(group))]
-        n = len(order)
-        n_test = min(round(n * f_test), n - 1)
-        n_val = min(round(n * f_val), n - 1 - n_test)
-        for i, image in enumerate(order):
-            part_of[image] = "test" if i < n_test else "val" if i < n_test + n_val else "train"
-    return [part_of[(r.shard, r.key)] for r in rows]
 
 
 def _fit(x: np.ndarray, y: np.ndarray, n_classes: int, C: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -330,7 +280,8 @@ def train_head(
         )
     index = {c: i for i, c in enumerate(names)}
     rows = embedded.rows
-    parts = split_parts(rows, fractions, seed)
+    digests = image_digests(rows, source)  # identical images: one unit of the split
+    parts = split_parts(rows, fractions, seed, digests)
     mask = {p: np.array([q == p for q in parts], dtype=bool) for p in PARTS}
     y = np.array([index[r.label] for r in rows], dtype=np.int64)
     if not mask["test"].any():
@@ -378,6 +329,8 @@ def train_head(
             "images": {
                 p: len({(r.shard, r.key) for r, q in zip(rows, parts, strict=True) if q == p}) for p in PARTS
             },
+            # images whose bytes another labelled image also has (kept in one part with it)
+            "duplicate_images": _duplicates(digests),
             "seed": seed,
             "method": "logistic" if finetune is None else "finetune",
             "fit": fit,
@@ -392,6 +345,11 @@ def train_head(
     head = write_head(target, dataclasses.replace(head, metrics=metrics))
     png = plot_confusion(head, target.with_suffix(".confusion.png")) if plot else None
     return TrainResult(head=head, path=target, labels=labels, embedded=embedded, parts=counts, plot=png)
+
+
+def _duplicates(digests: dict[tuple[str, str], str]) -> int:
+    counts = Counter(digests.values())
+    return sum(n for n in counts.values() if n > 1)
 
 
 def plot_confusion(head: Head, path: str | os.PathLike[str]) -> Path:

@@ -95,7 +95,7 @@ from fairsets.core.data import derive_seed
 from fairsets.core.progress import Progress
 
 from . import layout
-from .annotators import load_annotators
+from .annotators import load_voters
 from .chat_requests import CAPTION_VIEW, VOTE_VIEW, chat_cache_dir, vote_request
 from .consensus import DEFAULT_CAP, Ballot, consensus, write_labels
 from .items import BoxItem, kept_boxes, remember_view
@@ -613,6 +613,7 @@ def vote_boxes(
     annotators: str | Path,
     sample: int,
     out: str | Path,
+    voters: Sequence[str] | None = None,
     per_class_cap: int | None = DEFAULT_CAP,
     view: str = "crop",
     seed: int = 0,
@@ -627,7 +628,10 @@ def vote_boxes(
     Args:
         ann: The annotation folder (``fairsets annotate persons`` wrote it).
         attribute: ``gender`` or ``race``.
-        annotators: ``annotators.toml``; every table votes (at least two).
+        annotators: ``annotators.toml``.
+        voters: The names of the tables that vote, in this order (at least two; each must be in
+            the file); None: every table of the file votes (the file may also hold captioners
+            and judges: name the voters then).
         sample: Boxes to ask about (fewer when the folder, or the race recall, has fewer).
         out: The VOTES file (``.csv``, ``.parquet`` or ``.jsonl``); the other files go beside it.
         per_class_cap: Boxes kept per label at most (None: all).
@@ -643,7 +647,8 @@ def vote_boxes(
         A :class:`VoteResult`.
 
     Raises:
-        AnnotationError: A bad folder, annotators file, keyword file or ``out``.
+        AnnotationError: A bad folder, annotators file, keyword file or ``out``; a voter not in
+            the file (the message lists the file's tables) or fewer than two voters.
         ValueError: A bad attribute, sample, view, cap or relax rule.
         ChatServiceError: An annotator's endpoint refuses every request (bad key, unknown model);
             the message names the annotator. Answers received before it are cached.
@@ -666,7 +671,7 @@ def vote_boxes(
     folder, target = Path(ann), Path(out)
     _check_out(target)
     paths = output_paths(target)
-    chosen_annotators = load_annotators(annotators, at_least=2)
+    chosen_annotators = load_voters(annotators, voters)
     names = chosen_annotators.names
     for label, k in rules.items():
         if not 1 <= k <= len(names):

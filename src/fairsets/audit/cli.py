@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from fairsets._cli_util import die, setup_logging
 
@@ -227,17 +225,17 @@ def audit_vlm_cmd(
         die(exc)
     if quiet:
         return
-    from rich.markup import escape
+    from fairsets.core.console import DataTable, show
 
     title = f"{doc['model_id']} on {doc['dataset']} ({doc['variant']}/{','.join(doc['splits'])})"
-    table = Table(title=escape(title))  # data, never markup
+    table = DataTable(title=title)  # model ids, paths and prompts are data: never markup
     for col in ("prompt", "embeddings", f"JSD top-{doc['k']}", "std of group means", "mean sim"):
         table.add_column(col)
     for r in doc["results"]:
         if r["primary"]:
             m = r["metrics"]
             table.add_row(
-                escape(r["prompt"]),
+                r["prompt"],
                 r["embeddings"],
                 f"{m['jsd_uniform']:.4f}",
                 "undefined (empty group)"
@@ -245,7 +243,7 @@ def audit_vlm_cmd(
                 else f"{m['mean_similarity_std']:.4f}",
                 f"{m['mean_similarity']:.4f}",
             )
-    Console().print(table)
+    show(table)
     ref = doc["reference"]
     typer.echo(f"reference set: {len(doc['groups'])} {attribute} group(s) from {ref['source']}")
     for warning in doc.get("warnings") or []:
@@ -312,7 +310,9 @@ def audit_utility_cmd(
     text = json.dumps(res, indent=2, ensure_ascii=False) + "\n"
     if out:
         atomic_write_text(out / "utility.json", text)
-    table = Table(title=f"{res['model_id']}: {res['n_images']} images, {len(res['classes'])} classes")
+    from fairsets.core.console import DataTable, show
+
+    table = DataTable(title=f"{res['model_id']}: {res['n_images']} images, {len(res['classes'])} classes")
     table.add_column("metric")
     table.add_column("original")
     if "debiased" in res:
@@ -323,7 +323,7 @@ def audit_utility_cmd(
         if "debiased" in res:
             row += [f"{res['debiased'][name]:.4f}", f"{res['drop'][name]:+.4f}"]
         table.add_row(*row)
-    Console().print(table)
+    show(table)
     if res["skipped"]:
         typer.echo(
             f"{len(res['skipped'])} item(s) skipped: {res['skipped'][0]['id']}: {res['skipped'][0]['reason']}"

@@ -17,6 +17,7 @@ API:
     * ``sha256_file(path) -> str`` (hex digest)
     * ``is_temp_name(name) -> bool``
     * ``remove_temps(root, skip=()) -> list[str]`` — delete what killed writers left under ``root``
+    * ``remove_orphan_temps(path) -> list[str]`` — delete the temporaries of ``path`` whose writer is gone
     * ``layout_lock(root, wait=0.0, optional=False)`` — hold a layout's build lock, or raise
       :class:`LayoutBusy`
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import hashlib
 import os
 import re
@@ -40,6 +42,7 @@ __all__ = [
     "atomic_write_text",
     "is_temp_name",
     "layout_lock",
+    "remove_orphan_temps",
     "remove_temps",
     "sha256_file",
 ]
@@ -80,6 +83,38 @@ def remove_temps(root: str | os.PathLike[str], skip: tuple[str, ...] = ()) -> li
                     p.unlink()
                     removed.append(p.relative_to(base).as_posix())
     return sorted(removed)
+
+
+def remove_orphan_temps(path: str | os.PathLike[str]) -> list[str]:
+    """Delete the temporary files of ``path`` (``.{name}.tmp-{pid}-…`` beside it) whose writing
+    process is gone; return their names.
+
+    For a file written into a folder that has no lock (one output file of the user's choosing):
+    a temporary file whose pid is alive may still be renamed, so it stays (a reused pid only keeps
+    garbage a little longer).
+    """
+    target = Path(path)
+    removed = []
+    for p in target.parent.glob(f".{glob.escape(target.name)}{_TMP_MARK}*"):
+        m = re.fullmatch(rf"\.{re.escape(target.name)}\.tmp-(\d+)-[0-9a-f]{{8}}", p.name)
+        if m is None or p.is_symlink() or _alive(int(m.group(1))):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+            removed.append(p.name)
+    return sorted(removed)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
 
 
 class LayoutBusy(RuntimeError):

@@ -14,7 +14,8 @@ def find_data_file(kind: str, name: str) -> Path:
     """Locate a data file shipped with fairsets (``kind`` is ``"licenses"`` or ``"cards"``).
 
     Looks first in the repository checkout (``<repo>/<kind>/<name>``), then in the installed
-    package (``fairsets/_<kind>/<name>``, wired as package data in pyproject).
+    package (``fairsets/_<kind>/<name>``: copies of ``<repo>/<kind>/`` that setup.py puts in the wheel;
+    tests/test_packaging.py checks them byte for byte).
 
     Raises:
         FileNotFoundError: naming both places looked in.

@@ -11,14 +11,15 @@ not retried) that names the service, never a URL with its query string:
   past ``max_bytes`` (urllib3 inflates at most what is asked per read, so the cap holds before
   the memory is spent);
 * :func:`read_capped_stream` does the same for a file-like body (``urllib``'s responses);
-* :func:`loads_json` decodes UTF-8 JSON, any failure a :class:`BadAnswer`.
+* :func:`loads_json` decodes UTF-8 JSON, any failure a :class:`BadAnswer` (the one decoder of
+  untrusted JSON: the chat client uses it too, with ``redact`` masking its key in the quote).
 
 API:
     * ``MAX_ANSWER_BYTES`` — the default cap (64 MiB)
     * ``BadAnswer(ValueError)`` — an answer that is too large or cannot be decoded
     * ``read_capped(resp, max_bytes, what) -> bytes``
     * ``read_capped_stream(fp, max_bytes, what) -> bytes``
-    * ``loads_json(body, what) -> Any``
+    * ``loads_json(body, what, redact=None) -> Any``
     * ``cached_json(data, what, kind=list) -> Any | None`` — a cache entry, None if broken
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["MAX_ANSWER_BYTES", "BadAnswer", "cached_json", "loads_json", "read_capped", "read_capped_stream"]
@@ -34,10 +36,22 @@ log = logging.getLogger(__name__)
 
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 _CHUNK = 64 * 1024
+_QUOTED = 120  # characters of a bad answer quoted in its message
+_QUOTED_WINDOW = 4096  # bytes of it masked before the quote is cut (longer than any key)
 
 
 class BadAnswer(ValueError):
-    """An API answer that is larger than allowed or cannot be decoded (a decision, not retried)."""
+    """An API answer that is larger than allowed or cannot be decoded (a decision, not retried).
+
+    ``nested``: the answer is JSON nested too deeply to decode; ``start``: the beginning of the
+    answer as text (what :func:`loads_json` quotes, with ``redact`` applied), for a caller that
+    words its own message.
+    """
+
+    def __init__(self, message: str, *, nested: bool = False, start: str = "") -> None:
+        super().__init__(message)
+        self.nested = nested
+        self.start = start
 
 
 def _too_large(what: str, max_bytes: int) -> BadAnswer:
@@ -110,8 +124,14 @@ def cached_json(data: bytes | None, what: str, kind: type = list) -> Any:
     return value
 
 
-def loads_json(body: bytes, what: str) -> Any:
+def loads_json(body: bytes, what: str, *, redact: Callable[[str], str] | None = None) -> Any:
     """Decode a UTF-8 JSON answer.
+
+    Args:
+        body: the answer's bytes.
+        what: the service, for the message.
+        redact: applied to the quoted start of a bad answer *before* it is clipped (a secret the
+            server echoed is masked whole, never cut into a piece that survives).
 
     Raises:
         BadAnswer: not UTF-8, not JSON, nested too deeply, or a number too long to convert; the
@@ -120,6 +140,13 @@ def loads_json(body: bytes, what: str) -> Any:
     try:
         return json.loads(body.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
-        snippet = body[:120].decode("utf-8", "replace")
-        raise BadAnswer(f"{what} answered something that is not usable JSON ({why}): {snippet!r}") from None
+        nested = isinstance(exc, RecursionError)
+        why = "nested too deeply" if nested else str(exc)[:200]
+        start = body[:_QUOTED_WINDOW].decode("utf-8", "replace")
+        start = redact(start) if redact is not None else start
+        snippet = start[:_QUOTED]
+        raise BadAnswer(
+            f"{what} answered something that is not usable JSON ({why}): {snippet!r}",
+            nested=nested,
+            start=start,
+        ) from None

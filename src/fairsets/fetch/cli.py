@@ -49,7 +49,9 @@ def download_cmd(
     Extra columns of the listing are kept in {key}.json and the shards' status Parquet;
     OUT/status.parquet has one ok/rejected/failed row per listing row. Running the same command
     again downloads nothing and resumes an interrupted run; --retry-failed downloads the failed
-    keys again and merges them into their shards. See docs/download.md.
+    keys again and merges them into their shards, and keys refused for an address that
+    --allow-loopback / --allow-private now allow are downloaded again. Exit status 1 when no row
+    has an image. See docs/download.md.
     """
     from fairsets.core.atomic import LayoutBusy
     from fairsets.fetch.download.guarded import RESIZE_MODES, ImageSpec
@@ -79,10 +81,28 @@ def download_cmd(
     except (ListingError, LayoutBusy, ValueError, OSError) as exc:
         die(exc)
     seconds = time.monotonic() - started
-    typer.echo(
-        f"{summary_line(rows)} -> {out} ({rate.samples} URLs tried in {seconds:.1f} s, "
-        f"{rate.samples / max(seconds, 1e-9):.1f} URLs/s){_blocked_hint(rows)}"
-    )
+    line = f"{summary_line(rows)} -> {out}"
+    if rate.samples:
+        line += (
+            f" ({rate.samples} URLs tried in {seconds:.1f} s, {rate.samples / max(seconds, 1e-9):.1f} URLs/s)"
+        )
+    n_ok = sum(r["status"] == "ok" for r in rows)
+    if not n_ok:  # exit status 1: nothing to work with (scripts see it; the line says why)
+        typer.echo(f"{line}; no image downloaded{_blocked_hint(rows) or _nothing_hint(rows, retry_failed)}")
+        raise typer.Exit(1)
+    if not rate.samples:
+        line += "; nothing new to download" + _nothing_hint(rows, retry_failed)
+    typer.echo(f"{line}{_blocked_hint(rows)}")
+
+
+def _nothing_hint(rows: list[dict], retry_failed: bool) -> str:
+    """What a run that downloaded nothing can do next: retry the failed keys, if there are any."""
+    failed = sum(r["status"] == "failed" for r in rows)
+    if failed and not retry_failed:
+        return f" ({failed} failed: --retry-failed downloads them again)"
+    if failed:
+        return f" ({failed} failed: run again later, or check the network)"
+    return " (every row has its verdict)"
 
 
 def _blocked_hint(rows: list[dict]) -> str:

@@ -12,12 +12,14 @@ larger than any image. :func:`read_local_file` reads only regular files, at most
    at most ``max_bytes + 1`` bytes are read (a file that grew is refused, never read whole).
 
 A file that can never be an image here raises :class:`LocalFileRefused` (the caller records a
-final rejection); a file that could not be read this time (missing, permission, I/O error)
-raises ``OSError`` (a retriable failure).
+final rejection): not a regular file, too large, or a path no re-read can open (longer than the
+system allows, a symbolic link loop). A file that could not be read this time (missing,
+permission, I/O error) raises ``OSError`` (a retriable failure).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -28,6 +30,8 @@ DEFAULT_MAX_BYTES = 20_000_000
 """The byte cap of an encoded image (the ``decode`` step's default ``max_bytes``)."""
 
 _CHUNK = 1 << 20
+#: errno values of a path that fails the same way on every try: a final refusal, not a failure.
+_FINAL_ERRORS = {errno.ENAMETOOLONG: "path too long", errno.ELOOP: "symbolic link loop"}
 
 
 class LocalFileRefused(ValueError):
@@ -65,13 +69,19 @@ def read_local_file(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_B
     """The bytes of the regular file ``path``, if it holds at most ``max_bytes`` (see module doc).
 
     Raises:
-        LocalFileRefused: not a regular file (FIFO, device, socket, directory), or too large.
+        LocalFileRefused: not a regular file (FIFO, device, socket, directory), too large, or a
+            path no re-read can open (too long, a symbolic link loop).
         OSError: the file is missing or unreadable, or changed between the checks.
     """
     if max_bytes < 0:
         raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
     name = os.fspath(path)
-    first = os.stat(name)  # follows symlinks
+    try:
+        first = os.stat(name)  # follows symlinks
+    except OSError as exc:
+        if exc.errno in _FINAL_ERRORS:
+            raise LocalFileRefused(_FINAL_ERRORS[exc.errno]) from exc
+        raise
     _check(first, max_bytes)
     real = os.path.realpath(name)
     resolved = os.lstat(real)  # the resolved path itself must be the regular file

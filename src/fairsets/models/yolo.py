@@ -45,9 +45,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Box", "PersonDetector", "load_person_detector", "ultralytics_cache_dir"]
 
-#: The ultralytics release fairsets is tested with (docs/install.md).
-ULTRALYTICS_PIN = "ultralytics==8.4.190"
-_INSTALL = f"pip install --no-deps {ULTRALYTICS_PIN}"
+#: The ultralytics release fairsets is tested with (docs/install.md), from the `persons` extra's
+#: ultralytics-opencv-headless (the same package with the headless OpenCV).
+ULTRALYTICS_PIN = "ultralytics-opencv-headless==8.4.190"
+_INSTALL = "pip install 'fairsets[persons]'"
 _HUB_PREFIX = "hf:"
 _lock = threading.Lock()
 _imported = False

@@ -8,15 +8,15 @@ as the ``review`` group.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from fairsets._cli_util import console, die, setup_logging
+from fairsets._cli_util import die, setup_logging
+from fairsets.core.console import DataTable, labelled, say, show
+from fairsets.pipeline.recipes import RecipeCopyError, write_recipes
 
 
 def build_cmd(
@@ -73,22 +73,21 @@ def build_cmd(
     if not quiet:
         _print_summary(result.summary, Path(out))
     for w in result.warnings:
-        console.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
+        labelled("warning", w, "yellow")  # paths and names are data: never markup
 
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
-    c = Console()
-    steps = Table(title="per-sample steps", show_lines=False)
+    steps = DataTable(title="per-sample steps", show_lines=False)
     steps.add_column("step")
     steps.add_column("rejected", justify="right")
     steps.add_column("failed", justify="right")
     for s in summary["steps"]:
         steps.add_row(s["name"], str(s["rejected"]), str(s["failed"]))
-    c.print(steps)
+    show(steps)
     if not summary["variants"]:
-        c.print(f"{summary['candidates']} candidates → nothing published to {out} (see the warning below)")
+        say(f"{summary['candidates']} candidates → nothing published to {out} (see the warning below)")
         return
-    t = Table(title=f"published to {out}")
+    t = DataTable(title=f"published to {out}")  # a path is data: never markup
     t.add_column("variant")
     for split in ("train", "test"):
         t.add_column(split, justify="right")
@@ -99,8 +98,8 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
             *(str(splits.get(s, {}).get("num_samples", 0)) for s in ("train", "test")),
             str(len(summary["cells"])),
         )
-    c.print(t)
-    c.print(
+    show(t)
+    say(
         f"{summary['candidates']} candidates → {summary['accepted']} accepted "
         f"({summary['duplicates']['exact']} exact + {summary['duplicates']['near']} near duplicates removed)"
     )
@@ -279,3 +278,24 @@ def review_import_cmd(
     write_decisions(workdir / "review" / "decisions.parquet", decisions)
     n = {d: sum(1 for x in decisions if x["decision"] == d) for d in ("accept", "reject")}
     typer.echo(f"{n['accept']} accepted, {n['reject']} rejected; run fairsets build again to apply them")
+
+
+def example_cmd(
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", metavar="<path>", help="Folder to write the recipes into (made if new)."),
+    ],
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite same-named files that differ from the shipped ones.")
+    ] = False,
+) -> None:
+    """Write the shipped recipes (the offline example, the audit example, IndicFairFace) and their
+    files into OUT, ready for ``fairsets build OUT/example.toml --out example-out``."""
+    try:
+        done = write_recipes(out, force=force)
+    except (RecipeCopyError, OSError) as exc:
+        die(exc)
+    for path, written in done:
+        typer.echo(f"{'wrote' if written else 'unchanged'} {path}")
+    recipe = shlex.quote(str(out / "example.toml"))
+    typer.echo(f"build the offline example: fairsets build {recipe} --out example-out")

@@ -23,6 +23,8 @@ import logging
 import multiprocessing
 import os
 import re
+import signal
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -253,13 +255,20 @@ class RayExecutor(Executor):
             raise MissingDependency("the ray executor needs Ray: pip install 'fairsets[ray]'") from None
         self._ray = ray
         self._started = False
+        self._replaced: dict[int, tuple[Any, Any]] = {}  # signal -> (Ray's handler, the one before)
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
             if ray_address:
                 kwargs["address"] = ray_address
             else:
                 kwargs.update(num_cpus=max(1, int(workers)), include_dashboard=False)
-            ray.init(**kwargs)
+            before = _handlers()  # ray.init sets SIGTERM to sys.exit: the ones before come back in close
+            try:
+                ray.init(**kwargs)
+            finally:
+                self._replaced = {s: (h, before[s]) for s, h in _handlers().items() if h is not before[s]}
+                if not ray.is_initialized():
+                    self._restore_signals()
             self._started = True
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_call)
 
@@ -289,6 +298,22 @@ class RayExecutor(Executor):
         if self._started and self._ray.is_initialized():
             self._ray.shutdown()
             self._started = False
+        self._restore_signals()
+
+    def _restore_signals(self) -> None:
+        """Put back the handlers ray.init replaced (a SIGTERM would otherwise raise SystemExit
+        wherever this process is, and a caller that catches it, like pytest, would go on)."""
+        replaced, self._replaced = self._replaced, {}
+        for signum, (ray_handler, before) in replaced.items():
+            if signal.getsignal(signum) is ray_handler and before is not None:  # still Ray's
+                signal.signal(signum, before)
+
+
+def _handlers() -> dict[int, Any]:
+    """SIGTERM's and SIGINT's handlers, where this thread can set them (the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
 
 
 def get_executor(kind: str, workers: int = 1, ray_address: str | None = None) -> Executor:

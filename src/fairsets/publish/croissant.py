@@ -2,7 +2,7 @@
 
 The document has the standard Croissant 1.0 ``@context`` (the one ``mlcroissant`` writes), a
 ``cr:FileObject`` per shard (``application/x-tar``) and per metadata table
-(``application/x-parquet``), each with its relative ``contentUrl``, ``contentSize`` and
+(``application/x-parquet``), each with its ``contentUrl`` (see below), ``contentSize`` and
 ``sha256`` computed from the files on disk, and a ``cr:RecordSet`` per variant and split
 (``@id`` ``"{variant}_{split}"``) whose fields map the columns of
 ``metadata/{variant}/{split}.parquet`` (types read from the Parquet schema; nested columns are
@@ -10,6 +10,18 @@ left out). Each record set also has an ``{variant}_{split}_images`` companion bu
 ``cr:FileSet`` of the ``*.jpg`` members of that split's shards (``image`` as
 ``sc:ImageObject`` plus the sample ``key`` taken from the member name), so a Croissant reader can
 join images to metadata by ``key``.
+
+Every ``contentUrl`` names its file uniquely, because ``mlcroissant`` caches what it downloads and
+the archives it extracts by the URL alone (``~/.cache/croissant/extract/{sha256(url)}``): two
+datasets that both wrote ``shards/balanced/train-00000.tar`` would share one extraction, and the
+second would be read with the first one's images. So, with ``summary["repo_id"]`` the URLs are
+the files' Hub URLs (``https://huggingface.co/datasets/{repo_id}/resolve/main/{path}``); without
+it a shard's URL is its relative path with its own sha256 as the query
+(``shards/balanced/train-00000.tar?sha256=…``), a cache key that changes with the bytes; the
+Parquet tables, read in place and never cached, keep their plain relative paths. A local copy
+loads with ``mlc.Dataset(jsonld, mapping={file @id: local path})`` (the card shows how); the
+``@id`` of a file is always its relative path. (A Hub URL names a path on ``main``, not bytes: a
+repository rebuilt in place fails mlcroissant's sha256 check of a cached download, loudly.)
 
 Deterministic: no dates are written (``datePublished`` only if the summary gives one), keys are
 sorted on write, distributions and record sets follow the sorted variant/split order.
@@ -19,7 +31,7 @@ API:
       ``["description"]``, ``["variants"][variant][split]["shards" | "metadata"]`` (relative
       paths), ``["license"]`` (SPDX ids), optional ``["url"]``, ``["version"]``,
       ``["cite_as"]`` (default: a BibTeX ``@misc`` from name/pretty_name),
-      ``["date_published"]``, ``["keywords"]`` and
+      ``["date_published"]``, ``["keywords"]``, ``["repo_id"]`` (``ORG/NAME``: Hub URLs) and
       ``["rai"]`` (``{"dataCollection", "dataBiases", "dataLimitations",
       "personalSensitiveInformation"}`` strings).
     * ``write_croissant(out_dir, summary, path=None) -> dict`` — writes ``croissant.json``
@@ -32,13 +44,16 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fairsets.core.atomic import atomic_write_text, sha256_file
 from fairsets.publish.attribution import license_info, safe_link_url
 
-__all__ = ["CONFORMS_TO", "CONTEXT", "build_croissant", "write_croissant"]
+__all__ = ["CONFORMS_TO", "CONTEXT", "HUB_URL", "build_croissant", "write_croissant"]
 
 CONFORMS_TO = "http://mlcommons.org/croissant/1.0"
+#: Where a file of a Hub dataset repository is downloaded from (``repo_id``, then the path).
+HUB_URL = "https://huggingface.co/datasets/{repo_id}/resolve/main/{path}"
 #: Croissant 1.0 JSON-LD context (as in the spec and ``mlcroissant``'s ``make_context()``).
 CONTEXT: dict[str, Any] = {
     "@language": "en",
@@ -101,16 +116,23 @@ def _data_type(arrow_type: Any) -> str | None:
     return None  # nested/binary columns are not described
 
 
-def _file_object(root: Path, rel: str, fmt: str) -> dict[str, Any]:
+def _file_object(root: Path, rel: str, fmt: str, repo_id: str | None) -> dict[str, Any]:
     p = root / rel
+    digest = sha256_file(p)
+    if repo_id:
+        url = HUB_URL.format(repo_id=repo_id, path=quote(rel))
+    elif fmt == "application/x-tar":  # extracted into a cache keyed by the URL: the bytes make it unique
+        url = f"{rel}?sha256={digest}"
+    else:
+        url = rel
     return {
         "@type": "cr:FileObject",
         "@id": rel,
         "name": rel,
-        "contentUrl": rel,
+        "contentUrl": url,
         "contentSize": f"{p.stat().st_size} B",
         "encodingFormat": fmt,
-        "sha256": sha256_file(p),
+        "sha256": digest,
     }
 
 
@@ -194,9 +216,17 @@ def build_croissant(out_dir: str | os.PathLike[str], summary: dict[str, Any]) ->
 
     Raises:
         FileNotFoundError: if a listed shard or table is missing.
-        ValueError: if ``summary`` has no variants.
+        ValueError: if ``summary`` has no variants or its ``repo_id`` is not ``ORG/NAME``.
     """
     root = Path(out_dir)
+    repo_id = summary.get("repo_id") or None
+    if repo_id is not None:
+        from fairsets.publish.hub import PublishError, validate_repo_id
+
+        try:
+            repo_id = validate_repo_id(str(repo_id))
+        except PublishError as exc:
+            raise ValueError(str(exc)) from None
     variants: dict[str, dict[str, dict[str, Any]]] = summary.get("variants") or {}
     if not variants:
         raise ValueError("summary has no variants")
@@ -207,13 +237,13 @@ def build_croissant(out_dir: str | os.PathLike[str], summary: dict[str, Any]) ->
             info = variants[variant][split]
             shards = sorted(info.get("shards") or [])
             for rel in shards:
-                distribution.append(_file_object(root, rel, "application/x-tar"))
+                distribution.append(_file_object(root, rel, "application/x-tar", repo_id))
             table = info.get("metadata")
             rs_id = f"{variant}_{split}"
             n = info.get("num_samples")
             count = f" ({n} samples)" if n is not None else ""
             if table:
-                distribution.append(_file_object(root, table, "application/x-parquet"))
+                distribution.append(_file_object(root, table, "application/x-parquet", repo_id))
                 record_sets.append(
                     _record_set(
                         root, rs_id, table, f"Metadata of the {variant} variant, {split} split{count}."

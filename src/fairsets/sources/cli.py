@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from fairsets._cli_util import die, setup_logging
 
@@ -74,12 +72,13 @@ def fetch_wikidata_cmd(
     except (ValueError, OSError, HttpStatusError, MissingDependency) as exc:
         die(exc)
     if not quiet:
-        c = Console()
-        t = Table(title=f"{res['people']} people → {out}")
+        from fairsets.core.console import DataTable, say, show
+
+        t = DataTable(title=f"{res['people']} people → {out}")  # paths and names are data: never markup
         t.add_column("state")
         for g in res["genders"]:
             t.add_column(g, justify="right")
         for info in res["per_state"].values():
             t.add_row(info["name"], *(str(info["people"].get(g, 0)) for g in res["genders"]))
-        c.print(t)
-        c.print(f"{res['rows']} rows, {res['requests']} requests, {res['cache_hits']} answers from the cache")
+        show(t)
+        say(f"{res['rows']} rows, {res['requests']} requests, {res['cache_hits']} answers from the cache")

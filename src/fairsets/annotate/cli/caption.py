@@ -97,7 +97,7 @@ def caption_cmd(
     except library_errors() as exc:
         die(exc)
     if not quiet:
-        console.print(summary_line(entry, ann), highlight=False, soft_wrap=True)
+        console.print(summary_line(entry, ann), highlight=False, soft_wrap=True, markup=False)
 
 
 def register(app: typer.Typer) -> None:

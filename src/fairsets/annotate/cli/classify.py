@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fairsets._cli_util import console, die, setup_logging
+from fairsets._cli_util import die, setup_logging
 
 from .options import check_ann_folder, check_input_file, checked_device, library_errors
 
@@ -68,7 +68,9 @@ def classify_cmd(
     except library_errors() as exc:
         die(exc)
     if not quiet:
-        console.print(summary_line(entry, entry["attribute"], ann), highlight=False, soft_wrap=True)
+        from fairsets.core.console import say
+
+        say(summary_line(entry, entry["attribute"], ann), err=True)  # labels and paths: never markup
 
 
 def register(app: typer.Typer) -> None:

@@ -37,6 +37,22 @@ def summary_line(result: dict[str, Any]) -> str:
     )
 
 
+def no_verdict_line(result: dict[str, Any], out: Path) -> str:
+    """The one-line error when no verdict is valid: what happened, and what a re-run can change."""
+    reasons = ", ".join(f"{k} {r}" for r, k in result["skipped"]["by_reason"].items()) or "none skipped"
+    refused = int(result["answers"]["judge"].get("refused", 0))
+    line = (
+        f"no valid verdict among {result['n_judged']} judged pair(s) of {result['n_sampled']} box(es) "
+        f"({result['counts']['invalid']} invalid verdicts, {refused} of them refusals; skipped: {reasons}): "
+        f"the win rate is undefined; see {out}/compare.json. Fix the endpoints or the judge and run again: "
+        "failed requests, empty captions and replies that name no verdict are not cached, so they are "
+        "asked again"
+    )
+    if refused:
+        line += "; a refusal is the judge's answer (cached): use another --judge to change it"
+    return line
+
+
 def compare_cmd(
     ann: Annotated[Path, typer.Argument(help="The annotation folder (fairsets annotate persons --out).")],
     annotators: Annotated[
@@ -94,12 +110,7 @@ def compare_cmd(
     except library_errors() as exc:
         die(exc)
     if result["rate"] is None:
-        reasons = ", ".join(f"{k} {r}" for r, k in result["skipped"]["by_reason"].items()) or "none skipped"
-        die(
-            f"no valid verdict among {result['n_judged']} judged pair(s) of {result['n_sampled']} box(es) "
-            f"({result['counts']['invalid']} invalid verdicts; skipped: {reasons}): the win rate is "
-            f"undefined; see {out}/compare.json, fix the endpoints and run again (answers are cached)"
-        )
+        die(no_verdict_line(result, out))
     if not quiet:
         for warning in result["warnings"]:
             console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)

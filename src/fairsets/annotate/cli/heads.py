@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fairsets._cli_util import console, die, setup_logging
+from fairsets._cli_util import die, setup_logging
 
 from .options import (
     check_ann_folder,
@@ -127,35 +127,34 @@ def train_cmd(
 
 
 def _print_report(result: TrainResult) -> None:
-    from rich.table import Table
-
     from fairsets.annotate.labels import summary_lines
+    from fairsets.core.console import DataTable, say, show
 
     head, m = result.head, result.head.metrics
-    for line in summary_lines(result.labels):
-        console.print(line, highlight=False, soft_wrap=True)
+    for line in summary_lines(result.labels):  # labels, shards and reasons are data: never markup
+        say(line, err=True)
     if result.embedded.rejected:
-        console.print(f"{len(result.embedded.rejected)} labelled crop(s) not usable:", highlight=False)
+        say(f"{len(result.embedded.rejected)} labelled crop(s) not usable:", err=True)
         for r in result.embedded.rejected[:5]:
-            console.print(f"  row {r['row']} {r['item']}: {r['reason']}", highlight=False, soft_wrap=True)
-    table = Table(title=f"{head.attribute} head on the test part ({m['n']} crops)")
+            say(f"  row {r['row']} {r['item']}: {r['reason']}", err=True)
+    table = DataTable(title=f"{head.attribute} head on the test part ({m['n']} crops)")
     for col in ("class", "precision", "recall", "F1", "support"):
         table.add_column(col, justify="left" if col == "class" else "right")
     for cls, row in m["per_class"].items():
         table.add_row(
             cls, f"{row['precision']:.3f}", f"{row['recall']:.3f}", f"{row['f1']:.3f}", str(row["support"])
         )
-    console.print(table)
+    show(table, err=True)
     parts = ", ".join(f"{k} {v}" for k, v in result.parts.items())
     kappa = "undefined" if m["kappa"] is None else f"{m['kappa']:.3f}"
-    console.print(
+    say(
         f"accuracy {m['accuracy']:.3f}, Cohen's κ {kappa}, macro-F1 {m['macro_f1']:.3f}; "
         f"crops: {parts}; embedded now {result.embedded.computed}; C {head.training['fit'].get('C', '-')}",
-        highlight=False,
-        soft_wrap=True,
+        err=True,
     )
-    console.print(
-        f"wrote {result.path} (sha256 {head.sha256[:12]}…)" + (f" and {result.plot}" if result.plot else "")
+    say(
+        f"wrote {result.path} (sha256 {head.sha256[:12]}…)" + (f" and {result.plot}" if result.plot else ""),
+        err=True,
     )
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fairsets._cli_util import console, die, setup_logging
+from fairsets._cli_util import die, setup_logging
 
 
 def persons_cmd(
@@ -79,7 +79,9 @@ def persons_cmd(
         # the library names its parameter; the command, its option
         die(str(exc).replace("with person_classes", "with --person-classes"))
     if not quiet:
-        console.print(summary_line(manifest, out), highlight=False, soft_wrap=True)
+        from fairsets.core.console import say
+
+        say(summary_line(manifest, out), err=True)  # paths and shard names: never markup
 
 
 def register(app: typer.Typer) -> None:

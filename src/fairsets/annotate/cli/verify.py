@@ -19,39 +19,36 @@ def _fmt(value: float | None, ci: list[float] | None = None) -> str:
 
 
 def _summary(rep: dict[str, Any], out: Path) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+    from fairsets.core.console import DataTable, show
 
-    console = Console()
     hh, same = rep["human_vs_human"], rep.get("same_boxes")
     if hh and same:  # the ceiling comparison: every row over the same boxes
-        table = Table(
-            title=f"perceived {escape(rep['attribute'])}: agreement over the same {same['n']} boxes "
+        table = DataTable(
+            title=f"perceived {rep['attribute']}: agreement over the same {same['n']} boxes "
             "(both humans and the classifier labelled them; 95% bootstrap intervals)"
         )
         for col in ("raters", "boxes", "accuracy", "Cohen's κ"):
             table.add_column(col)
-        pair = escape(" vs ".join(hh["columns"]))
+        pair = " vs ".join(hh["columns"])
         table.add_row(
             pair, str(hh["n"]), _fmt(hh["accuracy"], hh["accuracy_ci"]), _fmt(hh["kappa"], hh["kappa_ci"])
         )
         for col, r in same["human_vs_classifier"].items():
             table.add_row(
-                escape(f"{col} vs classifier"),
+                f"{col} vs classifier",
                 str(r["n"]),
                 _fmt(r["accuracy"], r["accuracy_ci"]),
                 _fmt(r["kappa"], r["kappa_ci"]),
             )
-        console.print(table)
-    table = Table(
-        title=f"perceived {escape(rep['attribute'])}: each human vs the classifier, every box it labelled"
+        show(table)
+    table = DataTable(
+        title=f"perceived {rep['attribute']}: each human vs the classifier, every box it labelled"
     )
     for col in ("raters", "boxes", "accuracy", "Cohen's κ"):
         table.add_column(col)
     for col, r in rep["human_vs_classifier"].items():
         table.add_row(
-            escape(f"{col} vs classifier"),
+            f"{col} vs classifier",
             str(r["n"]),
             _fmt(r["accuracy"], r["accuracy_ci"]),
             _fmt(r["kappa"], r["kappa_ci"]),
@@ -59,12 +56,12 @@ def _summary(rep: dict[str, Any], out: Path) -> None:
     alt = (rep.get("alternative") or {}).get("human_vs_human_all_rows")
     if alt:
         table.add_row(
-            escape(" vs ".join(alt["columns"]) + " (every row, alternative)"),
+            " vs ".join(alt["columns"]) + " (every row, alternative)",
             str(alt["n"]),
             _fmt(alt["accuracy"], alt["accuracy_ci"]),
             _fmt(alt["kappa"], alt["kappa_ci"]),
         )
-    console.print(table)
+    show(table)
     for name, a in (rep.get("krippendorff") or {}).items():
         if isinstance(a, dict):
             who = "humans" if name == "humans" else "humans and classifier"
@@ -89,12 +86,11 @@ def _pct(x: float | None) -> str:
 
 
 def _box_summary(rep: dict[str, Any], out: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from fairsets.core.console import DataTable, show
 
     img, box = rep["per_image"], rep["per_box"]
     n = rep["images"]["audited"]
-    table = Table(title=f"person detection vs human boxes: {n} images, IoU ≥ {rep['iou_threshold']:g}")
+    table = DataTable(title=f"person detection vs human boxes: {n} images, IoU ≥ {rep['iou_threshold']:g}")
     for col in ("", "images", "boxes"):
         table.add_column(col)
     table.add_row(
@@ -112,7 +108,7 @@ def _box_summary(rep: dict[str, Any], out: Path) -> None:
         f"{_pct(img['with_missed'])} with one or more",
         f"{_pct(box['missed_rate'])} of {box['human_boxes']} human boxes",
     )
-    Console().print(table)
+    show(table)
     size = ", ".join(
         f"{name}: missed {_pct(s['missed_rate'])}, false positive {_pct(s['false_positive_rate'])}"
         for name, s in rep["by_size"].items()

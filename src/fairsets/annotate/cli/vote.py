@@ -10,7 +10,7 @@ import typer
 
 from fairsets._cli_util import console, die, setup_logging
 
-from .options import check_ann_folder, check_input_file, library_errors
+from .options import check_ann_folder, check_input_file, library_errors, names_option, split_names
 
 if TYPE_CHECKING:
     from fairsets.annotate.vote import VoteResult
@@ -55,6 +55,14 @@ def vote_cmd(
     out: Annotated[
         Path, typer.Option("--out", help="The VOTES labels file to write (.csv, .parquet or .jsonl).")
     ],
+    voters: Annotated[
+        list[str] | None,
+        names_option(
+            "--voters",
+            "The annotators.NAME tables that vote, 2 or more (default: every table of the file)",
+            metavar="NAME,NAME",
+        ),
+    ] = None,
     per_class_cap: Annotated[int, typer.Option(help="Consensus boxes kept per label at most.")] = 25_000,
     view: Annotated[
         str, typer.Option(help="crop (the box) or redbox (the whole image, the box framed in red).")
@@ -94,6 +102,13 @@ def vote_cmd(
         die(f"--attribute {attribute!r}: unknown attribute; use {' or '.join(ATTRIBUTES)}")
     check_ann_folder(ann)
     check_input_file(annotators, "annotators.toml")
+    if not annotators.exists() and annotators.suffix.lower() != ".toml" and "/" not in str(annotators):
+        die(
+            f"--annotators {annotators}: no such file; --annotators takes the annotators.toml file, "
+            "choose the tables that vote with --voters "
+            f"(e.g. --annotators annotators.toml --voters {annotators})"
+        )
+    chosen = split_names(voters, "--voters", "qwen,internvl,gpt")
     if keywords is not None:
         check_input_file(keywords, "race keyword file (TOML)")
     if out.is_dir():
@@ -113,6 +128,7 @@ def vote_cmd(
             ann,
             attribute=attribute,
             annotators=annotators,
+            voters=chosen or None,
             sample=sample,
             out=out,
             per_class_cap=per_class_cap,
@@ -128,7 +144,7 @@ def vote_cmd(
     except library_errors() as exc:
         die(exc)
     if not quiet:
-        console.print(summary_line(result, attribute), highlight=False, soft_wrap=True)
+        console.print(summary_line(result, attribute), highlight=False, soft_wrap=True, markup=False)
 
 
 def register(app: typer.Typer) -> None:

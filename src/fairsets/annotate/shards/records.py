@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from fairsets.annotate.layout import AnnotationError
+from fairsets.core.keys import unsafe_key_chars
 
 __all__ = [
     "KINDS",
@@ -150,13 +151,15 @@ def shown_key(key: str) -> str:
 
 
 def key_problem(key: str) -> str | None:
-    """Why ``key`` cannot name a sample, or None: empty, not UTF-8, control characters, too long."""
+    """Why ``key`` cannot name a sample, or None: empty, not UTF-8, control or bidi control
+    characters, too long."""
     if not key:
         return "empty key"
     if shown_key(key) != key:
         return "key is not valid UTF-8"
-    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in key):
-        return "key contains control characters"
+    unsafe = unsafe_key_chars(key)
+    if unsafe is not None:
+        return f"key contains {unsafe}"
     if len(key) > MAX_KEY_CHARS:
         return f"key of {len(key)} characters > {MAX_KEY_CHARS}"
     return None

@@ -18,8 +18,8 @@ buffer, so the file is still read once, in order), and every decision is ours:
   absolute name or a ``..`` component, or declares more bytes than allowed rejects its sample,
   and its data is never read (``TarInfo.size`` is checked first);
 - a key seen earlier in the shard (or an extension repeated within one sample) makes the later
-  sample a rejected duplicate; keys that are not UTF-8, hold control characters or are longer than
-  :data:`~.records.MAX_KEY_CHARS` are rejected;
+  sample a rejected duplicate; keys that are not UTF-8, hold control or bidi control characters or
+  are longer than :data:`~.records.MAX_KEY_CHARS` are rejected;
 - an unreadable sidecar (not UTF-8, not a JSON object, too large) rejects its sample;
 - extended headers (pax, GNU long names) larger than 1 MiB, a header pointing backwards, a header
   that does not parse, a truncated member or a missing end-of-archive marker end the shard: the

@@ -17,7 +17,10 @@ Errors:
     when ``max_retries`` is 0); the server's text for those is only logged (often an HTML page);
   - ``"http 400: <the server's message>"``: another 4xx (e.g. a prompt beyond the context window),
     not retried;
-  - ``"invalid response: <what is wrong>"``: a 200 whose body is not a chat completion;
+  - ``"invalid response: <what is wrong>"``: a 200 whose body is not a chat completion (not JSON,
+    JSON nested too deeply to decode, no ``choices[0].message``…; read by
+    :mod:`fairsets.fetch.chat.answer`). Token counts that are no counts (``NaN``, ``Infinity``,
+    negative, fractional) are ``None``, the answer kept;
   - ``"refused: <the model's text>"`` (``refusal`` holds it): the model declined;
   - no HTTP response at all (``no_response`` is true): ``"no answer from <host:port> within
     <timeout>s"`` and ``"connection to <host:port> failed: <error>"`` are retried (``" after N
@@ -47,16 +50,24 @@ the image's bytes, so a caller that recorded a view's SHA-256 finds its answers 
 it again; such a request is refused (``ValueError``) by ``stream`` and ``run``: it cannot be sent.
 
 The key is read from the variable ``api_key_env`` names when a batch starts and sent only as
-``Authorization: Bearer`` to ``base_url``'s host; it is never in cache keys or files, logs or
-error texts (server texts quoted in errors and logs have it masked).
+``Authorization: Bearer`` to ``base_url``'s host; it is never in cache keys or files, logs,
+results or error texts: every text the server sends back — answers, refusals, finish reasons,
+error messages, the quoted start of a broken body — has the key, and every piece of it of 8
+characters or more (:class:`~fairsets.fetch.redact.Redactor`), masked as ``***`` *before* it is
+clipped, cached or returned (a cache entry written before is masked when read).
 
 Cache: the key is (base_url, model, messages with images replaced by their SHA-256,
 temperature, max_tokens, seed) — without base_url when ``key_by_endpoint=False``, so the same
 model served elsewhere answers from the cache; the value holds the text, finish reason, refusal
 and usage. Answers are cached, refusals included (the model's answer to that request); errors
-are not, so a re-run asks those requests again. A caller with an on-disk layout of its own
-(:mod:`fairsets.geo.methods.llm` keeps its raw-answer files) overrides :meth:`ChatClient.question_key`,
-:meth:`ChatClient.encode_answer` and :meth:`ChatClient.decode_answer`.
+are not, so a re-run asks those requests again. An answer the request's ``accept`` refuses
+(:class:`ChatRequest`: a vote that is no letter, a verdict that is none) is cached but never final:
+each batch asks it again, caches the new answer, and returns the cached one (``cached`` true) only
+when asking fails — a fixed server mends it, a server gone loses nothing; :meth:`lookup` does not
+return it.
+A caller with an on-disk layout of its own (:mod:`fairsets.geo.methods.llm` keeps its raw-answer
+files) overrides :meth:`ChatClient.question_key`, :meth:`ChatClient.encode_answer` and
+:meth:`ChatClient.decode_answer`.
 """
 
 from __future__ import annotations
@@ -77,9 +88,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..answers import loads_json
 from ..cache import DiskCache
 from ..guard import TooSlow, metered_handlers, trusted_policy
+from ..redact import Redactor
 from ..retry import HttpStatusError, RetryPolicy, call_with_retry, unreachable, user_agent
+from .answer import BadCompletion as _Bad
+from .answer import error_detail, parse_completion, token_count
 from .endpoint import ChatEndpoint
 from .messages import Message, cache_form, has_digest_image
 
@@ -90,6 +105,7 @@ log = logging.getLogger(__name__)
 MAX_RESPONSE = 16_000_000
 _FATAL = frozenset({401, 403, 404, 405})
 _STORED = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "error", "refusal")
+_TEXTS = ("text", "finish_reason", "error", "refusal")
 
 
 class ChatServiceError(RuntimeError):
@@ -98,12 +114,19 @@ class ChatServiceError(RuntimeError):
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One chat completion to ask for (``seed`` is sent only when set)."""
+    """One chat completion to ask for (``seed`` is sent only when set).
+
+    ``accept``: whether an answer's text is usable by the caller (a vote reads a letter, a judge a
+    verdict). An answer it refuses is returned and cached, but never final: a later batch asks the
+    request again and keeps the cached answer only when asking fails (no answer, an error), so a
+    re-run can mend it without losing it. Not part of the request sent or of its cache key.
+    """
 
     messages: list[Message]
     temperature: float = 0.0
     max_tokens: int = 512
     seed: int | None = None
+    accept: Callable[[str], bool] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -169,12 +192,23 @@ class _Status(HttpStatusError):
         self.detail = detail
 
 
-class _Bad(Exception):
-    """A 200 whose body is not a chat completion."""
-
-
 class _Stopped(Exception):
     """The batch is being abandoned (a fatal answer elsewhere, or the stream closed early)."""
+
+
+def _secret(endpoint: ChatEndpoint) -> str:
+    """The key, read from the variable ``endpoint.api_key_env`` names (``""``: none)."""
+    return os.environ.get(endpoint.api_key_env, "").strip() if endpoint.api_key_env else ""
+
+
+def _redactor(endpoint: ChatEndpoint) -> Redactor:
+    return Redactor(_secret(endpoint))
+
+
+def _final(request: ChatRequest, result: ChatResult) -> bool:
+    """Whether a cached ``result`` is a final answer to ``request``: not when the request's
+    ``accept`` refuses its text (then it is asked again, see :class:`ChatRequest`)."""
+    return result.text is None or request.accept is None or bool(request.accept(result.text))
 
 
 def _retried_status(status: int) -> bool:
@@ -189,9 +223,10 @@ class _Counts:
 
 @dataclass
 class _Run:
-    """One batch's shared state: the key, the stop flag, the fatal answers in arrival order."""
+    """One batch's shared state: the key and its mask, the stop flag, the fatal answers in arrival order."""
 
     key: str
+    redact: Redactor
     counts: _Counts = field(default_factory=_Counts)
     stop: threading.Event = field(default_factory=threading.Event)
     fatal: list[ChatServiceError] = field(default_factory=list)
@@ -205,30 +240,6 @@ def _refuse_digest(request: ChatRequest) -> None:
             "a chat request with an image given as its digest (sha256:…) is only for ChatClient.lookup; "
             "send the image's bytes (image_part) instead"
         )
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _detail(body: bytes) -> str:
-    """The message of an OpenAI-style error body (``{"error": {"message": …}}``), else its text."""
-    text = body.decode("utf-8", "replace")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return _clip(" ".join(text.split()), 200)
-    if isinstance(data, dict):
-        err = data.get("error", data)
-        if isinstance(err, dict):
-            for name in ("message", "detail", "error"):
-                if isinstance(err.get(name), str):
-                    return _clip(err[name], 200)
-        if isinstance(err, str):
-            return _clip(err, 200)
-        if isinstance(data.get("detail"), str):
-            return _clip(data["detail"], 200)
-    return _clip(" ".join(text.split()), 200)
 
 
 _PLAIN_JSON = re.compile(r'[\x00-\x1f"\\]')
@@ -264,57 +275,18 @@ def _body(payload: dict[str, Any]) -> bytes:
     return text.encode("ascii")
 
 
-def _int_or_none(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _clean(text: str) -> str:
-    """``text`` with lone surrogates (valid JSON escapes, not valid Unicode text) replaced by U+FFFD."""
-    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
-
-
-def _parse(raw: bytes) -> ChatResult:
-    try:
-        data = json.loads(raw.decode("utf-8"))
-        choice = data["choices"][0]
-        message = choice["message"]
-    except (UnicodeDecodeError, ValueError):
-        text = " ".join(raw.decode("utf-8", "replace").split())
-        raise _Bad(f"not JSON: {_clip(text, 60)!r}") from None
-    except (KeyError, IndexError, TypeError):
-        raise _Bad("no choices[0].message.content") from None
-    if not isinstance(message, dict):
-        raise _Bad("choices[0].message is not an object")
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    result = ChatResult(
-        finish_reason=choice.get("finish_reason") if isinstance(choice, dict) else None,
-        prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-        completion_tokens=_int_or_none(usage.get("completion_tokens")),
-    )
-    content, refusal = message.get("content"), message.get("refusal")
-    # JSON may escape lone surrogates (a backslash-u d800): they cannot be encoded, cached or written anywhere
-    content = _clean(content) if isinstance(content, str) else content
-    refusal = _clean(refusal) if isinstance(refusal, str) else refusal
-    if isinstance(refusal, str) and refusal:
-        result.refusal = refusal
-        result.error = f"refused: {_clip(refusal, 200)}"
-    elif isinstance(content, str):
-        result.text = content
-    elif result.finish_reason == "content_filter":
-        result.error = "refused: content filter"
-    else:
-        raise _Bad(f"choices[0].message.content is {type(content).__name__}, not text")
-    return result
-
-
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Redirects become errors: a redirected request would carry the key to another address."""
+    """Redirects become errors: a redirected request would carry the key to another address. The
+    standard handler is never entered (it parses the Location first, and a hostile one such as
+    ``http://[::1`` raises ValueError there): the 3xx reaches :meth:`ChatClient._post` as it came."""
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+    def http_error_302(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 class ChatClient:
@@ -390,10 +362,13 @@ class ChatClient:
 
     def decode_answer(self, raw: bytes) -> ChatResult:
         """The answer :meth:`encode_answer` cached; ``ValueError`` for an unreadable entry."""
-        data = json.loads(raw.decode("utf-8"))
+        data = loads_json(raw, "the chat cache")
         if not isinstance(data, dict) or set(data) - set(_STORED):
             raise ValueError("not a cached chat answer")
-        return ChatResult(**data)
+        if any(data.get(n) is not None and not isinstance(data[n], str) for n in _TEXTS):
+            raise ValueError("not a cached chat answer")
+        counts = {n: token_count(data.get(n)) for n in ("prompt_tokens", "completion_tokens")}
+        return ChatResult(**{**data, **counts})
 
     # -- batches
 
@@ -404,7 +379,8 @@ class ChatClient:
         image_digest_part`): a caller that knows the SHA-256 of the JPEG it would send can find the
         answer without the image's bytes.
         """
-        return self._cached(self.cache_key(request))
+        hit = self._cached(self.cache_key(request), _redactor(self.endpoint))
+        return hit if hit is not None and _final(request, hit) else None
 
     def stream(self, requests: Iterable[ChatRequest]) -> ChatStream:
         """Answer ``requests`` as they come: ``(index, result)`` pairs in completion order.
@@ -454,8 +430,9 @@ class ChatClient:
                     on_result(i, result)
         return answers.batch(results)
 
-    def _cached(self, key: dict[str, Any]) -> ChatResult | None:
-        """The answer cached under ``key``; an unreadable entry counts as none (it is re-asked)."""
+    def _cached(self, key: dict[str, Any], redact: Redactor) -> ChatResult | None:
+        """The answer cached under ``key``; an unreadable entry counts as none (it is asked again).
+        Its texts are masked (an entry written before answers were masked may hold the key)."""
         raw = self.cache.get(key)
         if raw is None:
             return None
@@ -464,12 +441,19 @@ class ChatClient:
         except (UnicodeDecodeError, ValueError, TypeError):
             log.warning("chat: an unreadable cache entry is asked again")
             return None
+        for name in _TEXTS:
+            value = getattr(result, name)
+            if isinstance(value, str):
+                setattr(result, name, redact(value))
         result.cached = True
         return result
 
-    def _ask(self, request: ChatRequest, run: _Run, key: dict[str, Any]) -> ChatResult:
+    def _ask(
+        self, request: ChatRequest, run: _Run, key: dict[str, Any], kept: ChatResult | None = None
+    ) -> ChatResult:
         """One request with its retries; a fatal answer is recorded in ``run`` (first one first,
-        under the lock, with the stop flag) before it is raised."""
+        under the lock, with the stop flag) before it is raised. ``kept``: the cached answer that
+        was not final, returned instead when no answer comes."""
         payload: dict[str, Any] = {
             "model": self.endpoint.model,
             "messages": request.messages,
@@ -488,7 +472,7 @@ class ChatClient:
             attempts += 1
             with self._lock:
                 run.counts.requests_sent += 1
-            return self._post(body, run.key)
+            return self._post(body, run.key, run.redact)
 
         def sleep(seconds: float) -> None:
             if run.stop.wait(seconds):
@@ -526,12 +510,15 @@ class ChatClient:
                 self.cache.put(key, value)
         if result.error is not None and retried and attempts > 1:
             result.error += f" after {attempts - 1} retries"
+        if kept is not None and result.error is not None and not result.error.startswith("refused"):
+            log.info("chat: asking again failed (%s); the answer cached before is kept", result.error)
+            result = kept
         result.attempts = attempts
         with self._lock:
             run.counts.retries += max(0, attempts - 1)
         return result
 
-    def _fatal(self, status: int, detail: str, key: str) -> ChatServiceError:
+    def _fatal(self, status: int, detail: str, key: bool) -> ChatServiceError:
         ep = self.endpoint
         said = f"; server says: {detail}" if detail else ""
         if status in (401, 403):
@@ -549,12 +536,9 @@ class ChatClient:
             f"model name {ep.model!r} and that base_url is the API root (e.g. ending in /v1)"
         )
 
-    def _post(self, body: bytes, key: str) -> ChatResult:
-        """POST one chat completion: the parsed answer, or a classified exception."""
-
-        def mask(text: str) -> str:
-            return text.replace(key, "***") if key else text
-
+    def _post(self, body: bytes, key: str, redact: Redactor) -> ChatResult:
+        """POST one chat completion: the parsed answer (its texts masked), or a classified exception
+        (every server text in it masked before it is clipped)."""
         where = self.endpoint.where
         req = urllib.request.Request(self.endpoint.chat_url, data=body, method="POST")
         req.add_header("Content-Type", "application/json")
@@ -567,20 +551,24 @@ class ChatClient:
                 raw = resp.read(MAX_RESPONSE + 1)  # bounded: a server streaming without end
         except urllib.error.HTTPError as exc:
             try:
-                detail = mask(_detail(exc.read()))
+                detail = error_detail(exc.read(), redact)
             except (OSError, http.client.HTTPException):
                 detail = ""
             finally:
                 exc.close()
             if 300 <= exc.code < 400:
-                target = urllib.parse.urlsplit(exc.headers.get("Location", "") or "").hostname
+                try:  # a hostile Location can be no URL at all ("http://[::1"); its case is kept
+                    target = urllib.parse.urlsplit(exc.headers.get("Location", "") or "").netloc
+                except ValueError:
+                    target = ""
+                target = redact(target.rpartition("@")[2])[:100]  # masked, then clipped
                 raise ChatServiceError(
                     f"chat endpoint {self.endpoint.label} at {where} redirects (HTTP {exc.code} to "
                     f"{target or 'elsewhere'}); set base_url to the final address (redirects are not "
                     "followed: the key would go elsewhere)"
                 ) from None
             if exc.code in _FATAL:
-                raise self._fatal(exc.code, detail, key) from None
+                raise self._fatal(exc.code, detail, bool(key)) from None
             raise _Status(exc.code, exc.headers.get("Retry-After"), where, detail) from None
         except TooSlow as exc:  # the deadline or the minimum rate: a server that drips
             raise _NoResponse(f"{where}: {exc}") from None
@@ -589,7 +577,7 @@ class ChatClient:
         except urllib.error.URLError as exc:  # before the request got out
             if isinstance(exc.reason, TimeoutError):
                 raise _NoResponse(f"no answer from {where} within {self.endpoint.timeout:g}s") from None
-            text = f"cannot connect to {where}: {mask(str(exc.reason))}"
+            text = f"cannot connect to {where}: {redact(str(exc.reason))}"
             raise (_Unreachable(text) if unreachable(exc) else _NoResponse(text)) from None
         except (ConnectionError, http.client.HTTPException, OSError) as exc:
             if unreachable(exc):
@@ -597,10 +585,7 @@ class ChatClient:
             raise _NoResponse(f"connection to {where} failed: {type(exc).__name__}") from None
         if len(raw) > MAX_RESPONSE:
             raise _Bad(f"response larger than {MAX_RESPONSE} bytes (no chat answer is); not read further")
-        try:
-            return _parse(raw)
-        except _Bad as exc:
-            raise _Bad(mask(str(exc))) from None
+        return ChatResult(**parse_completion(raw, redact))
 
 
 class ChatStream:
@@ -608,8 +593,9 @@ class ChatStream:
 
     ``index`` counts the requests read from the iterable (from 0). The counters grow as answers
     come and are final once the iteration ends: ``requests_sent`` (retries included), ``retries``,
-    ``cache_hits``, ``answered`` (pairs yielded), ``failed`` (of those, with an error), token sums
-    and ``seconds``. Iterate it once; use it as a context manager (or call :meth:`close`) so that
+    ``cache_hits`` (answers from the cache: final ones, and those kept because asking again
+    failed), ``answered`` (pairs yielded), ``failed`` (of those, with an error), token sums and
+    ``seconds``. Iterate it once; use it as a context manager (or call :meth:`close`) so that
     leaving early stops it at once::
 
         with client.stream(requests) as answers:
@@ -678,8 +664,8 @@ class ChatStream:
 
         client, ep = self.client, self.client.endpoint
         start = time.monotonic()
-        key = os.environ.get(ep.api_key_env, "").strip() if ep.api_key_env else ""
-        run = self._run = _Run(key=key)
+        key = _secret(ep)
+        run = self._run = _Run(key=key, redact=Redactor(key))
         done: queue.SimpleQueue[tuple[int, ChatResult | None]] = queue.SimpleQueue()
         failure: list[BaseException] = []  # an unexpected error in a worker: raised here
         source = iter(self._requests)
@@ -687,10 +673,10 @@ class ChatStream:
         pool: ThreadPoolExecutor | None = None
         state = {"in_flight": 0, "next": 0, "exhausted": False}
 
-        def work(i: int, request: ChatRequest, key: dict[str, Any]) -> None:
+        def work(i: int, request: ChatRequest, key: dict[str, Any], kept: ChatResult | None) -> None:
             result: ChatResult | None = None
             try:
-                result = client._ask(request, run, key)
+                result = client._ask(request, run, key, kept)
             except (ChatServiceError, _Stopped):  # recorded by _ask / abandoned: not a failure
                 pass
             except BaseException as exc:  # handed to the consumer
@@ -713,15 +699,15 @@ class ChatStream:
                 key = client.cache_key(request)
                 # the cache as it was when the stream began: each request of a stream is asked,
                 # even the same as one answered earlier in it (as a list given to run() would be)
-                hit = None if DiskCache.digest(key) in run.written else client._cached(key)
-                if hit is not None:
+                hit = None if DiskCache.digest(key) in run.written else client._cached(key, run.redact)
+                if hit is not None and _final(request, hit):
                     self.cache_hits += 1
                     yield self._counted(i, hit)
                     continue
                 if pool is None:
                     log.info("chat: sending to %s at %s (%d at a time)", ep.label, ep.where, cap)
                     pool = ThreadPoolExecutor(max_workers=cap, thread_name_prefix="fairsets-chat")
-                pool.submit(work, i, request, key)
+                pool.submit(work, i, request, key, hit)  # a hit here is not final: asked again
                 state["in_flight"] += 1
 
         try:
@@ -735,6 +721,7 @@ class ChatStream:
                     continue
                 yield from fill()  # the freed slot first, then the answer
                 if result is not None:
+                    self.cache_hits += result.cached  # a cached answer kept when asking again failed
                     yield self._counted(i, result)
             if failure:
                 raise failure[0]

@@ -11,15 +11,16 @@ and a per-shard Parquet of sample statuses); this module adds what it lacks:
   robots or for ``policy.user_agent_token``) refuses the sample. The subclass is what the worker
   processes unpickle (the pool uses *spawn*), so the install happens in the worker itself;
 * **per-sample status rows** under our keys, classified as ``ok`` / ``rejected`` (a decision:
-  refused address, opt-out, too large, HTTP 3xx/4xx other than 408/429, undecodable, invalid
-  URL) / ``failed`` (transient: timeouts, the guard's wall-clock ``deadline`` or ``min_rate``
-  passed, connection errors, 5xx, 408, 429, anything unknown);
+  refused address, opt-out, too large, HTTP 3xx/4xx other than 408/429, undecodable, a URL
+  that can never be fetched) / ``failed`` (transient: timeouts, the guard's wall-clock
+  ``deadline`` or ``min_rate`` passed, connection errors, 5xx, 408, 429, anything unknown);
 * **rounds** — ``out_dir/round-000/``, ``round-001/``, ... each an img2dataset output folder.
   A round whose shards all have img2dataset's ``*_stats.json`` is complete and never redone
   (``_status.parquet`` in it is our record of it, written last); an interrupted round is
   resumed (img2dataset's incremental mode: only shards without stats run again).
   ``retry_failed=True`` starts a new round with only the keys whose latest status is
-  ``failed``; keys never downloaded (or whose URL changed) always get a new round.
+  ``failed``; keys never downloaded (or whose URL changed), and keys refused for an address the
+  policy now allows (the refusal names the flag), always get a new round.
 
 Layout of one round::
 

@@ -8,11 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fairsets.core.keys import unsafe_key_chars
 from fairsets.core.tables import write_table
 
 from ..guard import FetchPolicy
 from .layout import STATUS_SCHEMA, _list_rounds, _round_name, _write_input
-from .rounds import _load_round
+from .rounds import _load_round, unblocked
 
 log = logging.getLogger("fairsets.fetch.download")  # one logger for the whole package
 
@@ -25,6 +26,9 @@ def _validate(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
         key, url = r.get("key"), r.get("url")
         if not isinstance(key, str) or not key or "." in key:
             raise ValueError(f"row {i}: key must be a non-empty string without dots")
+        unsafe = unsafe_key_chars(key)
+        if unsafe is not None:
+            raise ValueError(f"row {i}: the key holds {unsafe}; give keys of visible characters")
         if not isinstance(url, str):
             raise ValueError(f"row {i}: url must be a string")
         if key in seen:
@@ -58,6 +62,8 @@ def download_urls(
         threads: download threads per shard.
         shard_size: samples per shard of a *new* round (a resumed round keeps its own).
         retry_failed: download again, in a new round, the keys whose latest status is ``failed``.
+            Keys refused for an address that ``policy`` allows (the refusal names the flag) are
+            downloaded again in any case.
         progress: ``progress(done, total)`` with sample counts of the round, when its download
             starts (the samples of shards done before) and after each shard.
 
@@ -84,7 +90,12 @@ def download_urls(
     todo = []
     for r in todo_rows:
         prev = latest.get(r["key"])
-        if prev is None or prev["url"] != r["url"] or (retry_failed and prev["status"] == "failed"):
+        if (
+            prev is None
+            or prev["url"] != r["url"]
+            or (retry_failed and prev["status"] == "failed")
+            or unblocked(prev, policy)  # refused by an earlier policy, allowed by this one
+        ):
             todo.append(r)
     if todo:
         idx = rounds[-1][0] + 1 if rounds else 0

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from fairsets.core.tables import write_table
 
 from .. import _img2dataset
-from ..guard import FetchPolicy
+from ..guard import FetchPolicy, allowing_flag, url_problem
 from ..retry import user_agent as default_user_agent
 from .guarded import GuardedDownloader, ImageSpec, classify_img2dataset
 from .layout import (
@@ -215,6 +215,9 @@ def _shard_rows(
             rows.append(row)
             continue
         status, error = classify_img2dataset(got["status"], got["error_message"])
+        problem = url_problem(u) if status == "failed" and isinstance(u, str) else None
+        if problem is not None:  # it fails the same way every time (img2dataset could not even parse it)
+            status, error = "rejected", f"invalid_url: {problem}"
         row |= {"status": status, "error": error}
         if status == "ok":
             member = f"{got['key']}.{ENCODE_FORMAT}"
@@ -230,6 +233,15 @@ def _shard_rows(
                 }
         rows.append(row)
     return rows
+
+
+def unblocked(row: dict[str, Any], policy: FetchPolicy) -> bool:
+    """Whether a status row refused by a policy (its error names the flag that would have allowed
+    the address) is allowed by ``policy``: such a row is downloaded again."""
+    if row.get("status") != "rejected":
+        return False
+    flag = allowing_flag(row.get("error"))
+    return flag is not None and bool(getattr(policy, flag, False))
 
 
 def _not_done_rows(keys: list[str], urls: list[str]) -> list[dict[str, Any]]:

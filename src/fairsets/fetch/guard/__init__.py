@@ -9,10 +9,19 @@ enforced where the socket is made, not where the URL is parsed:
   checked addresses — there is no second DNS lookup, so DNS rebinding cannot swap the address
   between check and connect. The ``Host`` header and TLS SNI/certificate checks still use the
   host name;
-* loopback is refused unless ``allow_loopback``; private, link-local, carrier-grade NAT,
-  unique-local and other non-global ranges are refused unless ``allow_private``; unspecified,
-  multicast and reserved addresses are always refused. IPv4-mapped (``::ffff:a.b.c.d``), 6to4
-  and NAT64 (``64:ff9b::/96``) IPv6 addresses are judged by the IPv4 address they carry;
+* addresses are judged by fairsets' own copy of the IANA IPv4 and IPv6 Special-Purpose Address
+  Registries (:mod:`.special`: every entry, its "globally reachable" flag and the exceptions
+  inside a larger block, the longest prefix deciding), never by the standard library's
+  ``is_global``, whose answers differ between Python releases. Loopback is refused unless
+  ``allow_loopback``; private, link-local, carrier-grade NAT, unique-local and the other blocks
+  the registries mark not globally reachable (192.0.0.0/24, documentation, benchmarking, ...)
+  are refused unless ``allow_private``; unspecified, multicast, broadcast, reserved and
+  non-destination addresses are always refused. IPv4-mapped (``::ffff:a.b.c.d``), 6to4 and
+  NAT64 (``64:ff9b::/96``) IPv6 addresses are judged by the IPv4 address they carry;
+* a URL that can never be fetched (no host, a malformed host or port, white space or control
+  characters, longer than ``MAX_URL_CHARS``) is refused as ``invalid_url`` before any lookup,
+  on the first request or after a redirect (:func:`url_problem`): a decision, not a failure
+  worth retrying;
 * environment proxies are ignored (a proxy would make the checked address the proxy's), and
   only the schemes of the policy (``http``, ``https``) are opened — never ``file:``, ``ftp:``
   or ``data:``, on the first request or after a redirect;
@@ -35,8 +44,11 @@ text names a host or an address, never a full URL (query strings can carry token
 
 API:
     * ``FetchPolicy`` — the knobs above (pydantic, frozen)
-    * ``FetchRefused`` and its kinds ``BlockedAddress``, ``BlockedScheme``, ``TooManyRedirects``,
-      ``TooLarge``, ``OptedOut``; ``refusal_reason(text) -> str | None`` parses the reason back
+    * ``FetchRefused`` and its kinds ``BlockedAddress``, ``BlockedScheme``, ``InvalidURL``,
+      ``TooManyRedirects``, ``TooLarge``, ``OptedOut``; ``refusal_reason(text) -> str | None``
+      parses the reason back; ``allowing_flag(text)`` the policy flag that would have allowed a
+      refused address
+    * ``url_problem(url) -> str | None`` (why a URL can never be fetched), ``MAX_URL_CHARS``
     * ``TooSlow`` (deadline or minimum rate passed; transient); ``too_slow_reason(text)`` parses
       ``(reason, detail)`` back from a (possibly wrapped) message
     * ``trusted_policy(**overrides) -> FetchPolicy`` for API endpoints the curator configures
@@ -47,7 +59,9 @@ API:
     * ``fetch_url(url, policy, *, user_agent=None) -> FetchResult``
 
 Modules, one idea each: :mod:`.policy` (the knobs), :mod:`.refusals` (the exceptions and their
-reasons), :mod:`.addresses` (the address check at the socket), :mod:`.robots` (``X-Robots-Tag``),
+reasons), :mod:`.special` (the IANA special-purpose table), :mod:`.urls` (URLs that can never be
+fetched), :mod:`.addresses` (the address check
+at the socket), :mod:`.robots` (``X-Robots-Tag``),
 :mod:`.clock` (deadline and minimum rate), :mod:`.opener` (the urllib plumbing) and
 :mod:`.one_url` (:func:`fetch_url`).
 """
@@ -62,25 +76,31 @@ from .refusals import (
     BlockedAddress,
     BlockedScheme,
     FetchRefused,
+    InvalidURL,
     OptedOut,
     TooLarge,
     TooManyRedirects,
     TooSlow,
+    allowing_flag,
     refusal_reason,
     too_slow_reason,
 )
 from .robots import is_disallowed
+from .urls import MAX_URL_CHARS, url_problem
 
 __all__ = [
+    "MAX_URL_CHARS",
     "BlockedAddress",
     "BlockedScheme",
     "FetchPolicy",
     "FetchRefused",
     "FetchResult",
+    "InvalidURL",
     "OptedOut",
     "TooLarge",
     "TooManyRedirects",
     "TooSlow",
+    "allowing_flag",
     "check_ip",
     "classify_http_status",
     "fetch_url",
@@ -91,4 +111,5 @@ __all__ = [
     "resolve_and_check",
     "too_slow_reason",
     "trusted_policy",
+    "url_problem",
 ]

@@ -9,9 +9,8 @@ import socket
 from typing import Any
 
 from .policy import FetchPolicy
-from .refusals import (
-    BlockedAddress,
-)
+from .refusals import BlockedAddress
+from .special import FLAG_OF, embedded_ipv4, lookup
 
 #: The resolver used by :func:`resolve_and_check`; tests patch this, never the network.
 _getaddrinfo = socket.getaddrinfo
@@ -19,36 +18,18 @@ _getaddrinfo = socket.getaddrinfo
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-_V4_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")
-_V4_BROADCAST = ipaddress.ip_address("255.255.255.255")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_PRIVATE_NETS = tuple(
-    ipaddress.ip_network(n)
-    for n in (
-        "10.0.0.0/8",
-        "172.16.0.0/12",
-        "192.168.0.0/16",
-        "100.64.0.0/10",  # carrier-grade NAT
-        "fc00::/7",  # unique local
-        "fec0::/10",  # deprecated site-local
-    )
-)
-
-
 def _unwrap(ip: IPAddress) -> IPAddress:
-    """IPv6 addresses that carry an IPv4 address are judged by that address."""
+    """IPv6 addresses that carry an IPv4 address (mapped, NAT64, 6to4) are judged by that address."""
     if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return ip.ipv4_mapped
-        if ip.sixtofour is not None:
-            return ip.sixtofour
-        if ip in _NAT64:
-            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        embedded = embedded_ipv4(ip)
+        if embedded is not None:
+            return embedded
     return ip
 
 
 def check_ip(ip: str | IPAddress, policy: FetchPolicy) -> IPAddress:
-    """Check one address against ``policy``.
+    """Check one address against ``policy``, by fairsets' own table of the IANA special-purpose
+    registries (:mod:`.special`; never the standard library's ``is_global``).
 
     Args:
         ip: an address (a string may carry an IPv6 scope, ``fe80::1%eth0``).
@@ -58,42 +39,32 @@ def check_ip(ip: str | IPAddress, policy: FetchPolicy) -> IPAddress:
         The address judged (IPv4 for an IPv4-mapped/6to4/NAT64 IPv6 address).
 
     Raises:
-        BlockedAddress: with the category (loopback, private, link-local, ...) as detail.
+        BlockedAddress: with the category (loopback, private, link-local, not globally
+            reachable, ...) as detail.
         ValueError: if ``ip`` is not an IP address.
     """
     raw = ipaddress.ip_address(str(ip).split("%", 1)[0]) if isinstance(ip, str) else ip
     addr = _unwrap(raw)
     shown = str(raw) if raw == addr else f"{raw} (= {addr})"
-
-    def refuse(category: str, flag: str | None = None) -> BlockedAddress:
-        hint = f" (allowed only with {flag}=True)" if flag else ""
-        return BlockedAddress(f"{shown} is {category}{hint}")
-
-    if addr.is_unspecified or (isinstance(addr, ipaddress.IPv4Address) and addr in _V4_THIS_NETWORK):
-        raise refuse("unspecified")
-    if addr.is_multicast:
-        raise refuse("multicast")
-    if addr == _V4_BROADCAST:
-        raise refuse("broadcast")
-    if addr.is_loopback:
-        if policy.allow_loopback:
-            return addr
-        raise refuse("loopback", "allow_loopback")
-    if addr.is_link_local:
-        if policy.allow_private:
-            return addr
-        raise refuse("link-local", "allow_private")
-    if any(addr in net for net in _PRIVATE_NETS if net.version == addr.version):
-        if policy.allow_private:
-            return addr
-        raise refuse("private", "allow_private")
-    if addr.is_reserved:
-        raise refuse("reserved")
-    if not addr.is_global:
-        if policy.allow_private:
-            return addr
-        raise refuse("not globally routable", "allow_private")
-    return addr
+    entry = lookup(addr)
+    category = entry.category
+    if category == "global":
+        return addr
+    flag = FLAG_OF.get(category)
+    # An allowance is for the address itself (or its IPv4-mapped form, which a dual-stack socket
+    # connects to as is). A 6to4 or NAT64 address is routed to a relay or translator, not to this
+    # host or its network, so a loopback or private address carried inside one is never allowed.
+    carried = raw != addr and not (isinstance(raw, ipaddress.IPv6Address) and raw.ipv4_mapped is not None)
+    if carried:
+        flag = None
+    elif flag is not None and getattr(policy, flag):
+        return addr
+    # the registry's name where the category alone does not say what the block is
+    named = category in ("not globally reachable", "not a destination", "reserved")
+    where = f", {entry.network}" if entry.network.prefixlen else ""  # a default has no block of its own
+    note = f" ({entry.name}{where})" if named else ""
+    hint = f" (allowed only with {flag}=True)" if flag else ""
+    raise BlockedAddress(f"{shown} is {category}{note}{hint}")
 
 
 def resolve_and_check(host: str, port: int, policy: FetchPolicy) -> list[tuple[int, Any]]:

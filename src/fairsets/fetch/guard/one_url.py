@@ -20,6 +20,7 @@ from .refusals import (
     FetchRefused,
     TooSlow,
 )
+from .urls import url_problem
 
 log = logging.getLogger(__package__)  # one logger for the whole guard, as before the split
 
@@ -59,6 +60,14 @@ def _is_timeout(exc: BaseException | None) -> bool:
     return isinstance(exc, (TimeoutError, socket.timeout))
 
 
+def _shown_host(url: str) -> str:
+    """The host of ``url`` for a log line; ``?`` when there is none or the URL does not parse."""
+    try:
+        return urllib.parse.urlsplit(url).hostname or "?"
+    except ValueError:
+        return "?"
+
+
 def fetch_url(url: str, policy: FetchPolicy, *, user_agent: str | None = None) -> FetchResult:
     """Download one (small) URL through :func:`guarded_opener`, classifying the outcome.
 
@@ -72,7 +81,10 @@ def fetch_url(url: str, policy: FetchPolicy, *, user_agent: str | None = None) -
     Returns:
         A :class:`FetchResult`; this function does not raise for network or HTTP errors.
     """
-    host = urllib.parse.urlsplit(url).hostname or "?"
+    host = _shown_host(url)
+    problem = url_problem(url)
+    if problem is not None:  # urllib would fail it in many ways, some of them looking transient
+        return FetchResult(url, None, "rejected", error=f"invalid_url: {problem}")
     opener = guarded_opener(policy, user_agent)
     try:
         req = urllib.request.Request(url)

@@ -17,11 +17,13 @@ from .clock import _Clock, _metered_connect
 from .policy import FetchPolicy
 from .refusals import (
     BlockedScheme,
+    InvalidURL,
     OptedOut,
     TooLarge,
     TooManyRedirects,
 )
 from .robots import is_disallowed
+from .urls import url_problem
 
 log = logging.getLogger(__package__)  # one logger for the whole guard, as before the split
 
@@ -119,12 +121,22 @@ class _ClockStarter(urllib.request.BaseHandler):
 
 
 class _SchemeGuard(urllib.request.BaseHandler):
-    """Runs before any opener (``default_open``): refuse schemes outside the policy."""
+    """Runs before any opener (``default_open``): refuse schemes outside the policy; and first of
+    the request processors: refuse an http(s) URL that can never be fetched (:func:`url_problem`:
+    no host, a malformed host or port, ...) before urllib's own checks make it a transient error."""
 
     handler_order = 0
 
     def __init__(self, policy: FetchPolicy) -> None:
         self._policy = policy
+
+    def http_request(self, req: urllib.request.Request) -> urllib.request.Request:
+        problem = url_problem(req.full_url)
+        if problem is not None:
+            raise InvalidURL(problem)
+        return req
+
+    https_request = http_request
 
     def default_open(self, req: urllib.request.Request) -> None:
         if req.type not in self._policy.schemes:

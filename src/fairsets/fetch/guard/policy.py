@@ -17,7 +17,8 @@ class FetchPolicy(BaseModel):
     allow_private: bool = Field(
         default=False,
         description="allow private, link-local, CGNAT (100.64/10), unique-local (fc00::/7), "
-        "link-local IPv6 (fe80::/10) and other non-global unicast addresses",
+        "link-local IPv6 (fe80::/10) and the other blocks the IANA special-purpose registries mark "
+        "not globally reachable (192.0.0.0/24, documentation, benchmarking, ...)",
     )
     max_bytes: int = Field(default=20_000_000, ge=1, description="largest body accepted, in bytes")
     max_pixels: int = Field(

@@ -12,8 +12,8 @@ class FetchRefused(Exception):
     """A fetch the policy refuses: a decision about the sample, not a transient failure.
 
     Attributes:
-        reason: a short code (``blocked_address``, ``blocked_scheme``, ``too_many_redirects``,
-            ``too_large``, ``opted_out``).
+        reason: a short code (``blocked_address``, ``blocked_scheme``, ``invalid_url``,
+            ``too_many_redirects``, ``too_large``, ``opted_out``).
         detail: human-readable detail (a host or address, never a full URL).
     """
 
@@ -34,6 +34,13 @@ class BlockedScheme(FetchRefused):
     """The URL (or a redirect target) uses a scheme outside ``policy.schemes``."""
 
     reason = "blocked_scheme"
+
+
+class InvalidURL(FetchRefused):
+    """The URL (or a redirect target) can never be fetched: no host, a malformed host or port,
+    control characters, too long (:func:`fairsets.fetch.guard.urls.url_problem`)."""
+
+    reason = "invalid_url"
 
 
 class TooManyRedirects(FetchRefused):
@@ -106,4 +113,22 @@ def refusal_reason(text: str | None) -> str | None:
     if not text:
         return None
     m = _REFUSAL_RE.search(text)
+    return m.group(1) if m else None
+
+
+_FLAG_RE = re.compile(r"\(allowed only with (allow_[a-z_]+)=True\)")
+
+
+def allowing_flag(text: str | None) -> str | None:
+    """The policy flag that would have allowed a refused address (``allow_loopback``,
+    ``allow_private``), read from a :class:`BlockedAddress` text (possibly wrapped, or stored as
+    ``blocked_address: <detail>`` in a status row); None for any other text, and for addresses no
+    flag allows (unspecified, multicast, reserved, ...).
+
+    A refusal's text is the record of the policy that made it: a row refused under one policy is
+    worth downloading again once the policy has the flag it names.
+    """
+    if not text or not (text.startswith("blocked_address") or refusal_reason(text) == "blocked_address"):
+        return None
+    m = _FLAG_RE.search(text)
     return m.group(1) if m else None

@@ -18,7 +18,9 @@ always the same key. A second call downloads nothing (img2dataset's incremental 
 with stats is done); an interrupted one (even ``kill -9``) redoes only the shards without stats.
 A call with a different listing (or shard size, resize mode or size) into the same folder is
 refused. ``retry_failed`` downloads the keys whose status is ``failed`` (transient: timeouts,
-5xx, connection errors) in a retry round and merges them into their shards (:mod:`.merge`).
+5xx, connection errors) in a retry round and merges them into their shards (:mod:`.merge`); keys
+refused for an address the call's policy now allows (the refusal names the flag, e.g.
+``allowed only with allow_loopback=True``) are retried the same way, asked or not.
 
 Modules: :mod:`.listing` (reading and checking a listing), :mod:`.merge` (retry rounds into their
 shards) and :mod:`.run` (:func:`download_listing`). Log lines go to the

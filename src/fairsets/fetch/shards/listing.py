@@ -6,9 +6,10 @@ extra columns (kept: they land in ``{key}.json`` and the shard's status Parquet)
 never reads it). A refused row keeps its place (img2dataset's keys follow the row order), with an
 empty ``url`` so that nothing is fetched for it. Refused rows: a URL that is null, not a string or
 longer than :data:`MAX_URL_CHARS`; a cell longer than :data:`MAX_CELL_CHARS`; a JSONL line that is
-not a JSON object. A listing fairsets cannot use at all (unreadable, empty, a column missing, URLs
-of a non-string type, a column name img2dataset keeps for itself) raises :class:`ListingError`,
-whose message says what to fix.
+not a JSON object, or holds a lone surrogate (``"\\ud800"``: valid JSON, not text), named by its
+line number. A listing fairsets cannot use at all (missing, not a regular file, unreadable, empty,
+a column missing, URLs of a non-string type, a column name img2dataset keeps for itself) raises
+:class:`ListingError`, whose message says what to fix.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..guard.urls import MAX_URL_CHARS as GUARD_MAX_URL_CHARS
+
 #: Why fairsets refused a row (null: not refused); in fairsets' copy of the listing only.
 REJECT_COL = "fairsets_rejected"
-#: Longest URL downloaded, in characters.
-MAX_URL_CHARS = 8192
+#: Longest URL downloaded, in characters (the guard's own limit).
+MAX_URL_CHARS = GUARD_MAX_URL_CHARS
 #: Longest caption or kept cell, in characters (its text or JSON form).
 MAX_CELL_CHARS = 65536
 #: Columns img2dataset writes itself; a listing column of one of these names cannot be kept.
@@ -85,10 +89,52 @@ def listing_format(path: Path) -> str:
     return fmt
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _not_a_file(path: Path, mode: int) -> ListingError:
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return ListingError(
+        f"{path}: is {kind}, not a file; give the path of a Parquet, CSV or JSONL listing file"
+    )
+
+
+def check_listing_file(path: Path) -> None:
+    """Raise :class:`ListingError` unless ``path`` is a regular file (following links): a missing
+    path is "no such file", a folder, FIFO, socket or device says what it is. Nothing is opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ListingError(
+            f"{path}: no such file; give the path of a Parquet, CSV or JSONL listing"
+        ) from None
+    except OSError as exc:  # a link loop, a name too long, no permission
+        raise ListingError(
+            f"{path}: cannot be read ({exc.strerror or type(exc).__name__}); give the path of a Parquet, CSV "
+            "or JSONL listing"
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise _not_a_file(path, mode)
+
+
 def fingerprint(path: Path, url_col: str, caption_col: str) -> str:
-    """sha256 of the listing's bytes and the two column names: what a download's shards come from."""
+    """sha256 of the listing's bytes and the two column names: what a download's shards come from.
+
+    The file is opened without blocking and read only if it is a regular file (a FIFO swapped in
+    after :func:`check_listing_file` is refused, never waited on)."""
     h = hashlib.sha256(f"{url_col}\0{caption_col}\0".encode())
-    with open(path, "rb") as f:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_a_file(path, mode)
+        os.set_blocking(fd, True)
         while chunk := f.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()
@@ -106,8 +152,7 @@ def read_listing(path: str | os.PathLike[str], url_col: str = "url", caption_col
         ListingError: the listing cannot be used (the message says why and what to do).
     """
     path = Path(path)
-    if not path.is_file():
-        raise ListingError(f"{path}: no such file; give the path of a Parquet, CSV or JSONL listing")
+    check_listing_file(path)
     fmt = listing_format(path)
     rejected: list[str | None] | None = None
     try:
@@ -155,6 +200,10 @@ def _read_jsonl(path: Path, url_col: str) -> tuple[pa.Table, list[str | None]]:
                 obj, why = None, f"invalid_row: line {n} is not JSON ({type(exc).__name__})"
             else:
                 why = None if isinstance(obj, dict) else f"invalid_row: line {n} is not a JSON object"
+                surrogate = _lone_surrogate(obj) if why is None else None
+                if surrogate is not None:  # "\ud800" is valid JSON but not text: no table can hold it
+                    why = f"invalid_row: line {n} holds a lone surrogate ({surrogate}), which is not text"
+                    obj = None
                 if why is None and obj.get(url_col) is not None and not isinstance(obj[url_col], str):
                     why = "invalid_url: the URL is missing or not a string"
                     obj[url_col] = None
@@ -170,6 +219,25 @@ def _read_jsonl(path: Path, url_col: str) -> tuple[pa.Table, list[str | None]]:
                     col.append(None)
     arrays = {k: _array(v) for k, v in columns.items()}
     return pa.table(arrays) if arrays else pa.table({"": pa.nulls(len(rejected))}), rejected
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first lone surrogate in a JSON value's strings (keys included), escaped (``\\ud800``),
+    or None. JSON's ``\\uXXXX`` escapes can spell half a surrogate pair; such a string cannot be
+    encoded as UTF-8, so no table or file can hold it."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            bad = next((c for c in v if 0xD800 <= ord(c) <= 0xDFFF), None)
+            if bad is not None:
+                return f"\\u{ord(bad):04x}"
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return None
 
 
 def _array(values: list[Any]) -> pa.Array:

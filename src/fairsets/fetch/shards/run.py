@@ -20,9 +20,9 @@ from fairsets.core.tables import write_table
 from .. import _img2dataset
 from ..download.guarded import ImageSpec
 from ..download.layout import STATUS_COLUMNS, STATUS_SCHEMA, _list_rounds, _oom_shards, _ShardInput
-from ..download.rounds import SHARD_NOT_DONE, _not_done_rows, _run_shards, _shard_rows
+from ..download.rounds import SHARD_NOT_DONE, _not_done_rows, _run_shards, _shard_rows, unblocked
 from ..guard import FetchPolicy
-from .listing import REJECT_COL, ListingError, fingerprint, read_listing
+from .listing import REJECT_COL, ListingError, check_listing_file, fingerprint, read_listing
 from .merge import _oom_sample, merge_retry, read_rounds
 
 log = logging.getLogger("fairsets.fetch.download")
@@ -63,7 +63,9 @@ def download_listing(
         image: resize mode and size (default: stored as downloaded).
         shard_size: samples per shard.
         retry_failed: download again the keys whose status is ``failed`` (transient) and merge
-            them into their shards.
+            them into their shards. Keys refused for an address that ``policy`` now allows
+            (their error names the flag: ``allowed only with allow_loopback=True``) are
+            downloaded again and merged the same way, with or without ``retry_failed``.
         progress: ``progress(done, total)`` with sample counts of the shards (or of a retry
             round), when their download starts (the samples already done) and after each shard.
 
@@ -118,12 +120,15 @@ def _download(
     for idx, rdir in _retry_rounds(work):  # an earlier --retry-failed that did not finish
         _finish_retry(root, rdir, idx, inp, shard_of.__getitem__, policy, run_args)
     rows = _status(root, inp, keys)
-    if retry_failed:
-        todo = [i for i, r in enumerate(rows) if r["status"] == "failed"]
+    # the failed keys when asked, and the keys a policy refused that this call's policy allows
+    todo = [
+        i for i, r in enumerate(rows) if (retry_failed and r["status"] == "failed") or unblocked(r, policy)
+    ]
+    if todo:
         pending = _retry_rounds(work)
         if any(rows[i]["error"] == SHARD_NOT_DONE for i in todo) or pending:
-            log.warning("some shards are not done yet: run again to finish them, then retry the failed keys")
-        elif todo:
+            log.warning("some shards are not done yet: run again to finish them, then the keys are retried")
+        else:
             idx = max(read_rounds(work).values(), default=0) + 1
             rdir = work / f"retry-{idx:03d}"
             rdir.mkdir(parents=True, exist_ok=True)
@@ -131,7 +136,7 @@ def _download(
             table = table.append_column(_TARGET_COL, pa.array([keys[i] for i in todo], pa.string()))
             with atomic_path(rdir / _INPUT) as tmp:
                 pq.write_table(table, tmp)
-            log.info("retry-%03d: %d failed samples to download again", idx, len(todo))
+            log.info("retry-%03d: %d samples to download again", idx, len(todo))
             _finish_retry(root, rdir, idx, inp, shard_of.__getitem__, policy, run_args)
             rows = _status(root, inp, keys)
     write_table(root / "status.parquet", rows, schema=STATUS_SCHEMA)
@@ -142,8 +147,7 @@ def _open(
     root: Path, listing: Path, url_col: str, caption_col: str, image: ImageSpec, shard_size: int
 ) -> dict:
     """The download's record (``.fairsets/listing.json``): checked against this call, or created."""
-    if not listing.is_file():
-        raise ListingError(f"{listing}: no such file; give the path of a Parquet, CSV or JSONL listing")
+    check_listing_file(listing)
     if root.exists() and not root.is_dir():
         raise ListingError(f"{root}: is a file; give a folder for the shards")
     fp = fingerprint(listing, url_col, caption_col)

@@ -27,19 +27,16 @@ def _summary(doc: dict[str, Any], console: Any = None) -> None:
     Headers are short and never wrap or truncate (``no_wrap``); long group names fold instead, so
     an 80-column terminal shows every header in full.
     """
-    from rich.console import Console
-    from rich.table import Table
-
+    from fairsets.core.console import DataTable, say, show
     from fairsets.geo.report.context import gof_readings
 
-    console = console or Console()
     settings = doc["settings"]
     top_k = settings["top_k"]
     plausible_p = settings.get("plausible_p", 0.1)
     groups = [*doc["entities"].items(), ("overall", doc["overall"])]
 
     def table(title: str, headers: list[str]) -> Any:
-        t = Table(title=title, title_justify="left")
+        t = DataTable(title=title, title_justify="left")  # group names are data: never markup
         for h in headers:
             left = h == "group"
             t.add_column(
@@ -81,7 +78,7 @@ def _summary(doc: dict[str, Any], console: Any = None) -> None:
             f"{p:.2f}" if isinstance(p, float) else "–",
             verdict,
         )
-    console.print(dist)
+    show(dist, console=console)
 
     mods = [m for m in ("text", "image") if doc["diversity"].get(m)]
     rep_table = table(
@@ -101,14 +98,15 @@ def _summary(doc: dict[str, Any], console: Any = None) -> None:
             d = doc["diversity"][m]["groups"].get(name if doc["entities"] else "overall")
             cells.append(f"{d['mean']:.3f}" if d and d["mean"] is not None else "–")
         rep_table.add_row(*cells)
-    console.print(rep_table)
+    show(rep_table, console=console)
     over = settings.get("correlate_over", "reference")
-    console.print(
+    say(
         f"PL: F = follows (paper, GOF p < 0.05), P = plausible (CSN, p ≥ {plausible_p:g}). "
         f"ρ: Spearman over {'countries with rows' if over == 'present' else 'every reference country'} "
         f"(--correlate-over). Diversity: {doc['diversity'].get('rule', '–')}. "
         "Every definition: analysis.json 'definitions'.",
-        soft_wrap=False,
+        wrap=True,
+        console=console,
     )
 
 

@@ -107,10 +107,8 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or table.")] = False,
     ) -> None:
         """Train an entity-presence classifier (linear SVM on image embeddings); report ID/OOD F1."""
-        from rich.console import Console
-        from rich.table import Table
-
         from fairsets.core.atomic import atomic_write_text
+        from fairsets.core.console import DataTable, show
         from fairsets.core.progress import Progress
         from fairsets.core.step import MissingDependency
         from fairsets.geo.entity import (
@@ -159,7 +157,7 @@ def register(app: typer.Typer) -> None:
             return
         split = rep["split"]
         held = ",".join(c["iso3"] for c in split["ood_countries"]) or "none"
-        table = Table(title=f"{rep['entity']}: linear SVM (C={rep['model']['C']:g}) on {vlm.model_id}")
+        table = DataTable(title=f"{rep['entity']}: linear SVM (C={rep['model']['C']:g}) on {vlm.model_id}")
         for col in ("set", "rows", "present", "F1", "precision", "recall"):
             table.add_column(col, justify="left" if col == "set" else "right")
         table.add_row("train", str(split["train"]["n"]), str(split["train"]["present"]), "", "", "")
@@ -168,7 +166,7 @@ def register(app: typer.Typer) -> None:
             counts = split[f"{key}_test"]
             cells = [_fmt(m, "f1"), _fmt(m, "precision"), _fmt(m, "recall")]
             table.add_row(label, str(counts["n"]), str(counts["present"]), *cells)
-        Console().print(table)
+        show(table)
         if split["ood_missing"]:
             typer.echo(f"held-out countries without rows: {', '.join(split['ood_missing'])}")
         typer.echo(f"wrote {out}" + (f" and {report}" if report is not None else ""))

@@ -21,15 +21,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from fairsets._cli_util import die
+from fairsets.core.console import DataTable, say, show
 
 from .profile import _METHOD_HELP, _OPTION_HELP, build_method
 
 log = logging.getLogger(__name__)
-out_console = Console()
 
 
 def _takes(name: str, option: str) -> bool:
@@ -167,7 +165,7 @@ def register(app: typer.Typer) -> None:
                 log.info("%s: no precision–recall curve (%s)", name, r["pr_curve_skipped"])
             results[name] = r
         n_gold = sum(g is not None for g in gold)
-        table = Table(title=f"{labelled.name}: {len(captions)} captions, {n_gold} with a country")
+        table = DataTable(title=f"{labelled.name}: {len(captions)} captions, {n_gold} with a country")
         columns = (
             "method",
             "t",
@@ -201,17 +199,13 @@ def register(app: typer.Typer) -> None:
             if curves:
                 row.append(_target_cell(r))
             table.add_row(*row)
-        out_console.print(table)
-        err = Console(stderr=True)
+        show(table)  # file names are data: never markup
         for name, r in results.items():
             line = _sent_line(name, r)
             if line:
-                err.print(line, highlight=False)
+                say(line, err=True)
             if r.get("method_errors"):
-                err.print(
-                    f"{name}: failed on {r['method_errors']} captions (see errors-{name}.csv)",
-                    highlight=False,
-                )
+                say(f"{name}: failed on {r['method_errors']} captions (see errors-{name}.csv)", err=True)
         if out is not None:
             try:
                 write_evaluation(results, out)
@@ -223,7 +217,7 @@ def register(app: typer.Typer) -> None:
                     plots.append(plot_pr(results, out / "pr.png", title=labelled.name))
             except OSError as exc:
                 die(f"{out}: cannot write the evaluation ({exc}); choose a writable folder with --out")
-            err.print(f"wrote {out / 'evaluation.json'}", highlight=False)
+            say(f"wrote {out / 'evaluation.json'}", err=True)
             for p in plots:
                 if p is not None:
-                    err.print(f"wrote {p}", highlight=False)
+                    say(f"wrote {p}", err=True)

@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from fairsets._cli_util import die
+from fairsets.core.console import say, text
 
 log = logging.getLogger(__name__)
-out_console = Console()
 
 _METHOD_HELP = "Method: string, ner, offline, llm or hybrid (see 'fairsets geo methods')."
 _OPTION_HELP = (
@@ -96,6 +95,14 @@ def register(app: typer.Typer) -> None:
                 help="Keep a country only when its confidence is at least this (0-1; offline, hybrid).",
             ),
         ] = None,
+        allow_reduced_gazetteer: Annotated[
+            bool,
+            typer.Option(
+                "--allow-reduced-gazetteer",
+                help="Run even without the geo extra's data packages (no states, provinces nor cities: "
+                "fewer countries found).",
+            ),
+        ] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     ) -> None:
         """Map captions to countries (ISO 3166-1 alpha-3, empty for none), one row per input, in order.
@@ -103,12 +110,14 @@ def register(app: typer.Typer) -> None:
         Writes caption, country, confidence and evidence (+ error) then the input's columns;
         shards get country, country_confidence and country_evidence (+ geo_error). See docs/geo.md.
         """
+        from fairsets.core.atomic import LayoutBusy
         from fairsets.core.progress import Progress
         from fairsets.core.step import MissingDependency
         from fairsets.geo.methods import GEO_METHODS, method_from_spec
         from fairsets.geo.profile import (
             CAPTION_FORMATS,
             ProfileError,
+            check_data_packages,
             check_shard_out,
             method_spec,
             profile_file,
@@ -149,6 +158,10 @@ def register(app: typer.Typer) -> None:
             spec = method_spec(method, options)
         except (KeyError, ValueError, TypeError) as exc:
             die(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else exc)
+        try:  # worse answers without a word: refused unless asked for
+            check_data_packages(spec, allow_reduced=allow_reduced_gazetteer)
+        except MissingDependency as exc:
+            die(exc)
         if shard_mode:
             try:
                 summary = profile_shards(
@@ -162,7 +175,7 @@ def register(app: typer.Typer) -> None:
                     batch_size=batch_size,
                     progress=progress,
                 )
-            except (ProfileError, TaskFailed, MissingDependency, OSError, ValueError) as exc:
+            except (ProfileError, TaskFailed, MissingDependency, LayoutBusy, OSError, ValueError) as exc:
                 die(exc)
             where = out / "profile.json"
         else:
@@ -189,16 +202,19 @@ def register(app: typer.Typer) -> None:
             msg += f"; {sent} sent to the LLM ({sent / n:.1%})" if n else "; none sent to the LLM"
         if summary.get("errors"):
             msg += f"; {summary['errors']} errors (see the error column)"
-        Console(stderr=True).print(f"{msg}\nwrote {where}", highlight=False)
+        say(msg, err=True)
+        say(f"wrote {where}", err=True)  # a path is data: never markup
 
     @app.command("explain")
     def explain_cmd(
         caption: Annotated[str, typer.Argument(help="One caption.")],
     ) -> None:
         """Show how the offline method reads a caption: mentions, evidence and country scores."""
+        from rich.console import Console
+
         from fairsets.geo.methods.offline import explain
 
-        out_console.print_json(json.dumps(explain(caption), ensure_ascii=False))
+        Console().print_json(json.dumps(explain(caption), ensure_ascii=False))
 
     @app.command("methods")
     def methods_cmd() -> None:
@@ -209,4 +225,4 @@ def register(app: typer.Typer) -> None:
             doc = (GEO_METHODS.get(name).__module__ or "").rsplit(".", 1)[-1]
             cls = GEO_METHODS.get(name)
             first = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else doc
-            out_console.print(f"[bold]{name}[/]  {first}", highlight=False)
+            say(text(name, "bold"), f" {first}")

@@ -16,13 +16,17 @@ Two modes:
   shard on the local or the Ray executor. A shard's output is the shard plus ``country``,
   ``country_confidence``, ``country_evidence`` (+ ``geo_error``). Each task writes
   ``OUT/<shard>.parquet`` atomically and then a completion marker, so an interrupted run resumes
-  where it stopped; an LLM method's disk cache is shared by all tasks and runs.
+  where it stopped; an LLM method's disk cache is shared by all tasks and runs. A run removes
+  what a killed one left (temporary files) and ends byte-identical to an uninterrupted run. In a
+  folder ``fairsets download`` wrote, its ``status.parquet`` is not a shard.
 
 Methods travel as *specs* (``{"method": name, **options}``, :func:`method_spec`), never as
 instances: the driver checks a spec against the method's constructor signature without building
 anything (a gazetteer, a model, a server check), and each worker process builds the method once,
 on its first task, and keeps it for the next tasks of the same spec (:func:`release_methods`
-frees it). Output is deterministic: a re-run writes byte-identical files.
+frees it). Output is deterministic: a re-run writes byte-identical files. A method whose data
+packages (the geo extra's gazetteer and word lists) are missing is refused by
+:func:`check_data_packages` unless a reduced gazetteer is allowed.
 
 Modules: ``specs`` (method specs and the methods a process built), ``streams`` (caption files
 read and outputs written batch by batch), ``files`` (one-file mode) and ``shards`` (shard mode:
@@ -37,7 +41,8 @@ from .shards import SCHEMA as SCHEMA
 from .shards import check_shard_out as check_shard_out
 from .shards import profile_shards, run_profile_task
 from .shards import shard_inputs as shard_inputs
-from .specs import method_spec, release_methods, takes_option
+from .specs import GEO_EXTRA as GEO_EXTRA
+from .specs import check_data_packages, method_spec, missing_data_packages, release_methods, takes_option
 from .streams import BATCH_ROWS as BATCH_ROWS
 from .streams import CAPTION_COLUMNS as CAPTION_COLUMNS
 from .streams import CAPTION_FORMATS, ProfileError, read_table, write_table
@@ -47,7 +52,9 @@ from .streams import caption_column as caption_column
 __all__ = [
     "CAPTION_FORMATS",
     "ProfileError",
+    "check_data_packages",
     "method_spec",
+    "missing_data_packages",
     "profile_captions",
     "profile_file",
     "profile_shards",

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from fairsets.core.atomic import atomic_path
+from fairsets.core.atomic import atomic_path, remove_orphan_temps
 from fairsets.core.progress import Progress
 
 from ..methods import GeoMethod, Prediction
@@ -79,7 +79,8 @@ def profile_file(
     """Profile one caption file and write ``out`` (its suffix picks the format). Returns a summary.
 
     Streams: ``read_batch`` rows are read, profiled (``batch_size`` captions per method call) and
-    written at a time. ``out`` appears only once it is complete.
+    written at a time. ``out`` appears only once it is complete; the temporary file of a killed
+    earlier run is removed first.
     """
     out = Path(out)
     suffix = _check_out(out)
@@ -100,6 +101,7 @@ def profile_file(
     sent = _sent(method)
     n = 0
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_orphan_temps(out)  # what a killed run was writing
     with atomic_path(out) as tmp:
         writer = _Writer(tmp, suffix, columns, schema=schema, decimals=("confidence",))
         try:

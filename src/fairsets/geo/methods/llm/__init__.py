@@ -33,8 +33,10 @@ cache layout and the batch policy below. :class:`LLMServiceError` is a
 
 Raw answers are cached on disk (key: model, prompt, temperature, max_tokens, caption — not the
 endpoint, not the key), so a re-run, or the same model served elsewhere, costs no requests, and a
-parser fix applies to cached runs. The layout is unchanged since the first version: existing
-cache folders stay valid.
+parser fix applies to cached runs. A malformed answer (no country and no "no") is not cached: it
+is never final, the next run asks it again. Answers, errors and logs never hold the key, whole or
+in part: the shared client masks every text the server sends before anything clips it. The
+layout is unchanged since the first version: existing cache folders stay valid.
 
 Error policy:
 

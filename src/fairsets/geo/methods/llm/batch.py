@@ -7,8 +7,10 @@ is the shared chat client's. What is geo's own lives here:
 
 * :class:`_AnswerClient` keeps the cache layout this method has always had: the key is (model,
   prompt, temperature, max_tokens, caption), never the endpoint; the value is the raw answer
-  text (so a parser fix applies to cached runs). Entries written by earlier versions stay valid:
-  an upgraded run over cached captions sends no request.
+  text (so a parser fix applies to cached runs). An answer :func:`~.answers.parse_answer` cannot
+  read (a malformed answer) is not cached: it is never final, the next run asks it again (and a
+  malformed answer an earlier version cached is asked again too). Entries written by earlier
+  versions stay valid: an upgraded run over cached captions sends no request.
 * :meth:`_Requests._ask_all` applies the policy described in :mod:`fairsets.geo.methods.llm`:
   abort after ``abort_after`` captions failing in a row, "could not reach the llm endpoint" when
   no request got any HTTP response, and a progress bar for large batches.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ....fetch.chat import ChatBatch, ChatClient, ChatRequest, ChatResult, ChatServiceError
+from .answers import MalformedAnswer, parse_answer
 
 __all__ = ["LLMServiceError"]
 
@@ -40,6 +43,15 @@ class _CaptionRequest(ChatRequest):
     """A chat request that knows the caption it asks about (part of the cache key)."""
 
     caption: str = ""
+
+
+def _readable(text: str) -> bool:
+    """Whether :func:`parse_answer` reads ``text`` (a country or a "no"): only such answers are cached."""
+    try:
+        parse_answer(text)
+    except MalformedAnswer:
+        return False
+    return True
 
 
 class _AnswerClient(ChatClient):
@@ -95,7 +107,11 @@ class _Requests:
 
         requests = [
             _CaptionRequest(
-                self.messages(c), temperature=self.temperature, max_tokens=self.max_tokens, caption=c
+                self.messages(c),
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                accept=_readable,
+                caption=c,
             )
             for c in captions
         ]
