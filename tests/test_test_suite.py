@@ -3,6 +3,7 @@ session build shared by the workers (built once under a lock, each worker with i
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -54,6 +55,7 @@ def test_the_readme_command_runs_the_suite_on_every_core() -> None:
 
 
 _BUILDERS = """
+import json
 import os
 import sys
 import time
@@ -103,3 +105,24 @@ def test_a_session_build_is_made_once_for_all_workers(tmp_path: Path) -> None:
     assert len(copies) == 2 and all((c / "built-by").is_file() for c in copies)
     assert len({(c / "built-by").read_text() for c in copies}) == 1  # both copies of one build
     assert not (tmp_path / "base" / "built-thing" / "scribble").exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_run_records_each_tests_seconds_for_the_next_order(tmp_path: Path) -> None:
+    pytest.importorskip("xdist")
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ("xdist_order",)\n')
+    (tmp_path / "test_quick.py").write_text("def test_quick():\n    pass\n")
+    (tmp_path / "test_long.py").write_text("import time\n\n\ndef test_long():\n    time.sleep(0.5)\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    path = os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=100, check=False,
+        env={**os.environ, "PYTHONPATH": path},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recorded = json.loads((tmp_path / ".pytest_cache" / "v" / "fairsets" / "test-seconds").read_text())
+    assert set(recorded) == {"test_quick.py::test_quick", "test_long.py::test_long"}
+    assert recorded["test_long.py::test_long"] >= 0.5 > recorded["test_quick.py::test_quick"]
+    items = [_item("test_quick.py::test_quick"), _item("test_long.py::test_long")]
+    assert module_order(items, recorded) == ["test_long.py", "test_quick.py"]
