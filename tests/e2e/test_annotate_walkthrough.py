@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cli_helpers import run_cli
-from helpers import tree_digest
+from helpers import needs_img2dataset, tree_digest
 from servers import LoopbackServer, Response
 
 pytestmark = pytest.mark.slow
@@ -111,6 +111,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return pq.read_table(path).to_pylist()
 
 
+@needs_img2dataset  # step 1 is `fairsets download`
 def test_the_annotate_walkthrough(
     site: Any, env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

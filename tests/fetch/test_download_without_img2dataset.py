@@ -21,6 +21,8 @@ FILES = (
     "tests/fetch/test_download.py",
     "tests/fetch/test_listing_download.py",
     "tests/pipeline/test_url_build.py",
+    "tests/fetch/test_download_rows.py",
+    "tests/e2e/test_annotate_walkthrough.py",
 )
 
 
