@@ -33,9 +33,10 @@ Each side runs in its own child process, so its peak RSS (``ru_maxrss``) is its 
 Printed: per step (read + join, composition, crime words, data bias) the seconds of each side and
 their ratio, the total ratio, each side's peak RSS, whether the targets hold (≥ 10× faster,
 fairsets ≤ 2 GB), and ``same numbers: yes`` when every count agrees: boxes/images per gender and
-race group under the image-level group rule (unlabelled apart from unclear, both genders), persons-per-image and box-area bins, the
-crime-word matches and texts per group, the data-bias female/male counts per category (means and
-the median within 1e-6). A mismatch lists the first differences and exits with status 1.
+race group under the image-level group rule (unlabelled apart from unclear, both genders),
+persons-per-image and box-area bins, the crime-word matches and texts per group, the data-bias
+female/male counts per category (means and the median within 1e-6). A mismatch lists the first
+differences and exits with status 1.
 
     python benchmarks/bench_audit_persons.py --rows 10000000 --files 100 --work /tmp/bench-audit
 """

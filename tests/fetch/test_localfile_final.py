@@ -11,16 +11,16 @@ from fairsets.fetch.localfile import LocalFileRefused, read_local_file
 
 
 def test_a_path_too_long_is_refused_for_good(tmp_path: Path) -> None:
-    with pytest.raises(LocalFileRefused, match="^path too long$"):
+    with pytest.raises(LocalFileRefused, match=r"^path too long$"):
         read_local_file(tmp_path / ("a" * 300 + ".jpg"))  # a name over NAME_MAX
-    with pytest.raises(LocalFileRefused, match="^path too long$"):
+    with pytest.raises(LocalFileRefused, match=r"^path too long$"):
         read_local_file("/".join(["d" * 200] * 30) + "/x.jpg")  # a path over PATH_MAX
 
 
 def test_a_symbolic_link_loop_is_refused_for_good(tmp_path: Path) -> None:
     (tmp_path / "a.jpg").symlink_to(tmp_path / "b.jpg")
     (tmp_path / "b.jpg").symlink_to(tmp_path / "a.jpg")
-    with pytest.raises(LocalFileRefused, match="^symbolic link loop$"):
+    with pytest.raises(LocalFileRefused, match=r"^symbolic link loop$"):
         read_local_file(tmp_path / "a.jpg")
 
 
