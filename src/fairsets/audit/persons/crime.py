@@ -50,11 +50,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10 needs the tomli backport
-    import tomli as tomllib  # type: ignore[no-redef]
-
 from fairsets.annotate.layout import AnnotationError
 from fairsets.audit.persons.composition import group_order, share
 from fairsets.audit.persons.tables import (
@@ -71,6 +66,7 @@ from fairsets.audit.persons.words import (
     load_exclusions,
     masked_sql,
     matched_phrases,
+    read_word_file,
     word_pattern,
 )
 
@@ -106,12 +102,7 @@ def load_crime_words(path: str | os.PathLike[str] | None = None) -> list[str]:
             a non-empty list of non-empty strings (one line each).
     """
     p = Path(path) if path is not None else default_crime_words_path()
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise AnnotationError(f"{p}: no such word file; give a TOML file with words = [...]") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise AnnotationError(f"{p}: not a readable TOML word file ({e})") from None
+    data = read_word_file(p, "word", "words", AnnotationError)
     extra = sorted(set(data) - {"words"})
     if extra:
         raise AnnotationError(f"{p}: unknown key {extra[0]!r}; the file has one key, words = [...]")

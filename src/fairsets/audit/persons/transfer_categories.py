@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .tables import blank_sql
-from .words import masked_sql, word_forms
+from .words import masked_sql, read_word_file, word_forms
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[no-redef]
+    pass  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     import duckdb
@@ -64,13 +64,7 @@ def load_categories(path: str | os.PathLike[str] | None = None) -> list[str]:
             of non-empty strings, a duplicate, or no category at all (one line each).
     """
     p = Path(path) if path is not None else default_categories_path()
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"{p}: no such category file; give a TOML file with categories = [...]") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ValueError(f"{p}: not a readable TOML category file ({reason})") from None
+    data = read_word_file(p, "category", "categories")
     out: list[str] = []
     seen: dict[str, str] = {}
     for kind, table in data.items():

@@ -51,6 +51,7 @@ __all__ = [
     "mask_pattern",
     "masked_sql",
     "matched_phrases",
+    "read_word_file",
     "word_forms",
     "word_pattern",
 ]
@@ -115,6 +116,18 @@ def default_exclusions_path() -> Path:
     return Path(str(resources.files("fairsets.audit.persons").joinpath("data", "innocent_senses.toml")))
 
 
+def read_word_file(p: Path, what: str, key: str, error: type[Exception] = ValueError) -> dict[str, Any]:
+    """The TOML table of a word-list file (crime words, exclusions, categories), or ``error`` in one
+    line naming the file: missing (with the ``key = [...]`` it should hold) or unreadable."""
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{p}: no such {what} file; give a TOML file with {key} = [...]") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise error(f"{p}: not a readable TOML {what} file ({reason})") from None
+
+
 def load_exclusions(path: str | os.PathLike[str] | None = None) -> list[str]:
     """The innocent-sense phrases of a TOML file: ``phrases = [...]`` at the top and/or in tables
     (``[crime_words] phrases = [...]``; table names are for the reader), flattened in file order.
@@ -127,13 +140,7 @@ def load_exclusions(path: str | os.PathLike[str] | None = None) -> list[str]:
             list of non-empty strings (one line each).
     """
     p = Path(path) if path is not None else default_exclusions_path()
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"{p}: no such exclusion file; give a TOML file with phrases = [...]") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ValueError(f"{p}: not a readable TOML exclusion file ({reason})") from None
+    data = read_word_file(p, "exclusion", "phrases")
     lists: list[tuple[str, Any]] = []
     for key, value in data.items():
         if isinstance(value, dict):
