@@ -176,7 +176,7 @@ def _vary(phrase: str, rng: Any) -> str:
     return phrase
 
 
-def alt_pools(seed: int) -> tuple[list[str | None], list[str | None]]:
+def alt_pools(seed: int, categories: str | None = None) -> tuple[list[str | None], list[str | None]]:
     """Two pools of alt-texts, for images of mostly women and of mostly men (see the docstring)."""
     import numpy as np
 
@@ -184,7 +184,7 @@ def alt_pools(seed: int) -> tuple[list[str | None], list[str | None]]:
     from fairsets.audit.persons.transfer import load_categories
 
     rng = np.random.default_rng([seed, 1_000_001])
-    cats, crimes = load_categories(), load_crime_words()
+    cats, crimes = load_categories(categories), load_crime_words()
     lean = rng.beta(2, 2, len(cats))  # P(female pool) weight per category
     base = 1.0 / (1.0 + rng.permutation(len(cats)))  # Zipf-like: a few categories are frequent
     pools = []
@@ -301,7 +301,7 @@ def _shard_tables(s: int, rows: int, seed: int, alts: Any) -> dict[str, Any]:
     return {"boxes": boxes, "images": images, **labels}
 
 
-def make_folder(ann: Path, rows: int, files: int, seed: int) -> Path:
+def make_folder(ann: Path, rows: int, files: int, seed: int, categories: str | None = None) -> Path:
     """Write (or re-use) the generated annotation folder ``ann``; shows progress on stderr."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -311,13 +311,15 @@ def make_folder(ann: Path, rows: int, files: int, seed: int) -> Path:
     from fairsets.core.progress import Progress
 
     settings = {"version": GENERATOR_VERSION, "rows": rows, "files": files, "seed": seed}
+    if categories is not None:  # the shipped list by default (folders of earlier runs stay valid)
+        settings["categories"] = str(Path(categories).resolve())
     stamp = ann / "bench-settings.json"
     if stamp.is_file() and json.loads(stamp.read_text()) == settings:
         print(f"re-using {ann} ({rows:,} box rows in {files} files)", flush=True)
         return ann
     t0 = time.perf_counter()
     stamp.unlink(missing_ok=True)
-    female, male = alt_pools(seed)
+    female, male = alt_pools(seed, categories)
     alts = pa.array(female + male, pa.string())
     per = [rows // files + (1 if s < rows % files else 0) for s in range(files)]
     refs = []
@@ -382,7 +384,9 @@ def flat_fairsets(comp: dict, crime: dict, bias: dict) -> tuple[dict[str, int], 
     return n, floats
 
 
-def run_fairsets(ann: Path, memory_limit: str, threads: int | None) -> dict[str, Any]:
+def run_fairsets(
+    ann: Path, memory_limit: str, threads: int | None, categories: str | None = None
+) -> dict[str, Any]:
     from fairsets.audit.persons import tables, transfer
     from fairsets.audit.persons.composition import composition
     from fairsets.audit.persons.crime import crime_association
@@ -399,7 +403,7 @@ def run_fairsets(ann: Path, memory_limit: str, threads: int | None) -> dict[str,
     crime = crime_association(con, texts=("alt",))
     times["crime words"] = time.perf_counter() - t
     t = time.perf_counter()
-    bias = transfer.data_bias(con, transfer.load_categories())
+    bias = transfer.data_bias(con, transfer.load_categories(categories))
     times["data bias"] = time.perf_counter() - t
     con.close()
     shutil.rmtree(facts, ignore_errors=True)
@@ -420,7 +424,7 @@ def _contains(s: Any, pattern: str) -> Any:
     return s.str.contains(pattern if arrow else python_pattern(pattern), regex=True).astype(bool)
 
 
-def run_pandas(ann: Path, regex: str = "arrow") -> dict[str, Any]:
+def run_pandas(ann: Path, regex: str = "arrow", categories: str | None = None) -> dict[str, Any]:
     """The same numbers with plain pandas: whole tables in memory, merge, groupby, str.contains
     (``regex="re"``: on object strings, so with Python ``re``; ``"arrow"``: pandas' default dtype)."""
     import numpy as np
@@ -513,7 +517,7 @@ def run_pandas(ann: Path, regex: str = "arrow") -> dict[str, Any]:
     t = time.perf_counter()
     single = pi[pi["gender"].isin(["female", "male"]) & texted]  # blank alt-texts are no text
     lower = single["caption"].str.lower()
-    for c in load_categories():
+    for c in load_categories(categories):
         hits = _contains(lower, category_pattern(c)).groupby(single["gender"]).sum()
         n[f"bias.{c}.female"], n[f"bias.{c}.male"] = int(hits.get("female", 0)), int(hits.get("male", 0))
     sizes = single["gender"].value_counts()
@@ -531,6 +535,8 @@ def _child(side: str, ann: Path, args: argparse.Namespace) -> dict[str, Any]:
         cmd += ["--memory-limit", args.memory_limit, "--pandas-regex", args.pandas_regex]
         if args.threads:
             cmd += ["--threads", str(args.threads)]
+        if args.categories:
+            cmd += ["--categories", args.categories]
         t = time.perf_counter()
         proc = subprocess.run(cmd, check=False)
         if proc.returncode != 0 or not out.is_file():
@@ -570,6 +576,11 @@ def main() -> None:
         default="arrow",
         help="pandas' string matching: arrow (pandas' default Arrow strings, RE2) or re (object strings)",
     )
+    ap.add_argument(
+        "--categories",
+        default=None,
+        help="a category TOML file for the alt-texts and the data bias (default: fairsets' list)",
+    )
     ap.add_argument("--skip-pandas", action="store_true", help="measure fairsets alone")
     ap.add_argument("--side", choices=("fairsets", "pandas"), help=argparse.SUPPRESS)
     ap.add_argument("--ann", help=argparse.SUPPRESS)
@@ -578,9 +589,9 @@ def main() -> None:
     if args.side:  # a child: one side, its result as JSON
         ann = Path(args.ann)
         result = (
-            run_fairsets(ann, args.memory_limit, args.threads)
+            run_fairsets(ann, args.memory_limit, args.threads, args.categories)
             if args.side == "fairsets"
-            else run_pandas(ann, args.pandas_regex)
+            else run_pandas(ann, args.pandas_regex, args.categories)
         )
         Path(args.result).write_text(json.dumps(result))
         return
@@ -590,7 +601,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work) if args.work else Path(tmp)
         ann = make_folder(
-            work / f"ann-{args.rows}-{args.files}-{args.seed}", args.rows, args.files, args.seed
+            work / f"ann-{args.rows}-{args.files}-{args.seed}",
+            args.rows,
+            args.files,
+            args.seed,
+            args.categories,
         )
         print(
             f"cores: {os.cpu_count()}; DuckDB memory limit {args.memory_limit}; "
