@@ -37,8 +37,6 @@ are counted and listed, never counted as correct. Output: ``OUT/verify_boxes.jso
 from __future__ import annotations
 
 import csv
-import hashlib
-import io
 import json
 import math
 import os
@@ -48,9 +46,9 @@ from typing import Any
 import numpy as np
 
 from fairsets.core.atomic import atomic_write_text
-from fairsets.core.textfile import TextFileError, read_text
 
 from . import layout, read
+from .verify import open_human_csv
 
 __all__ = [
     "AREA_FRACTION_CLASSES",
@@ -82,17 +80,7 @@ def read_human_boxes(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     p = Path(path)
     fix = "the CSV needs shard,key,x1,y1,x2,y2 (pixels; an image with no person: one row, coordinates blank)"
-    try:
-        raw = p.read_bytes()
-        text = read_text(p)
-    except (OSError, TextFileError) as exc:
-        raise layout.AnnotationError(f"{p}: cannot read the human boxes ({exc})") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    fields = [f.strip() for f in (reader.fieldnames or [])]
-    reader.fieldnames = fields
-    missing = [c for c in BOX_COLUMNS if c not in fields]
-    if missing:
-        raise layout.AnnotationError(f"{p}: no column {', '.join(missing)}; {fix}")
+    reader, sha256 = open_human_csv(p, BOX_COLUMNS, "human boxes", fix)
     images: dict[tuple[str, str], list[Box]] = {}
     rows = 0
     try:
@@ -127,7 +115,7 @@ def read_human_boxes(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise layout.AnnotationError(f"{p}: line {reader.line_num}: not valid CSV ({exc})") from None
     if not images:
         raise layout.AnnotationError(f"{p}: no rows; {fix}")
-    return {"images": images, "rows": rows, "sha256": hashlib.sha256(raw).hexdigest()}
+    return {"images": images, "rows": rows, "sha256": sha256}
 
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from fairsets.core.atomic import atomic_path, atomic_write_text, layout_lock
-from fairsets.core.textfile import TextFileError, read_text
+from fairsets.core.textfile import TextFileError, decode_text
 
 from . import layout, read
 from .agreement import bootstrap_agreement, confusion_matrix, krippendorff_alpha, ratings_table
@@ -64,6 +64,28 @@ CONFUSION_FORMAT = (
 )
 
 
+def open_human_csv(p: Path, required: Sequence[str], what: str, fix: str) -> tuple[csv.DictReader, str]:
+    """A CSV written by people (``what``: "human labels", "human boxes"), read once: a reader over
+    its rows with the header names stripped, and the sha256 of its bytes.
+
+    Raises:
+        AnnotationError: an unreadable or non-UTF-8 file, or a ``required`` column missing (the
+            message ends with ``fix``).
+    """
+    try:
+        raw = p.read_bytes()
+        text = decode_text(raw, p)
+    except (OSError, TextFileError) as exc:
+        raise layout.AnnotationError(f"{p}: cannot read the {what} ({exc})") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    fields = [f.strip() for f in (reader.fieldnames or [])]
+    reader.fieldnames = fields
+    missing = [c for c in required if c not in fields]
+    if missing:
+        raise layout.AnnotationError(f"{p}: no column {', '.join(missing)}; {fix}")
+    return reader, hashlib.sha256(raw).hexdigest()
+
+
 def read_human_labels(
     path: str | os.PathLike[str], human_cols: Sequence[str] | None = None
 ) -> dict[str, Any]:
@@ -77,20 +99,10 @@ def read_human_labels(
             a box labelled twice, or not one or two human columns.
     """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-        text = read_text(p)
-    except (OSError, TextFileError) as exc:
-        raise layout.AnnotationError(f"{p}: cannot read the human labels ({exc})") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    fields = [f.strip() for f in (reader.fieldnames or [])]
-    reader.fieldnames = fields
-    missing = [c for c in KEY_COLUMNS if c not in fields]
-    if missing:
-        raise layout.AnnotationError(
-            f"{p}: no column {', '.join(missing)}; "
-            "the CSV needs shard, key, box_id and the human label columns"
-        )
+    reader, sha256 = open_human_csv(
+        p, KEY_COLUMNS, "human labels", "the CSV needs shard, key, box_id and the human label columns"
+    )
+    fields = list(reader.fieldnames or [])
     cols = list(human_cols) if human_cols else [f for f in fields if f not in KEY_COLUMNS]
     unknown = [c for c in cols if c not in fields or c in KEY_COLUMNS]
     if unknown:
@@ -129,7 +141,7 @@ def read_human_labels(
             rows.append(out)
     except csv.Error as exc:
         raise layout.AnnotationError(f"{p}: line {reader.line_num}: not valid CSV ({exc})") from None
-    return {"rows": rows, "columns": cols, "sha256": hashlib.sha256(raw).hexdigest()}
+    return {"rows": rows, "columns": cols, "sha256": sha256}
 
 
 def _attach_boxes(ann: str | os.PathLike[str], attr: str, rows: list[dict[str, Any]]) -> None:
