@@ -59,6 +59,17 @@ def mpl_label(text: str) -> str:
     return str(text).replace("$", r"\$")
 
 
+def _grouped_axes(groups: Sequence[Any], n_series: int, per_series: float) -> tuple[Any, Any, float]:
+    """A figure and its axes for one slot per group holding ``n_series`` marks side by side: the
+    width grows with the groups (``per_series`` inches per mark, capped at 30), the height with
+    the longest group name (its tick label is turned); also returns the width (inches)."""
+    per_group = 0.18 + per_series * max(1, n_series)
+    width = min(max(6.0, 1.6 + per_group * len(groups)), 30.0)
+    longest = max((len(str(g)) for g in groups), default=1)
+    fig = figure(width, 3.2 + min(longest, 40) * 0.055)
+    return fig, fig.add_subplot(), width
+
+
 def bar_png(
     groups: Sequence[str],
     series: Sequence[tuple[str, Sequence[float]]],
@@ -76,12 +87,7 @@ def bar_png(
     from matplotlib.ticker import MaxNLocator
 
     n = len(groups)
-    per_group = 0.18 + 0.12 * max(1, len(series))
-    width = min(max(6.0, 1.6 + per_group * n), 30.0)
-    longest = max((len(str(g)) for g in groups), default=1)
-    height = 3.2 + min(longest, 40) * 0.055
-    fig = figure(width, height)
-    ax = fig.add_subplot()
+    fig, ax, width = _grouped_axes(groups, len(series), 0.12)
     x = np.arange(n)
     bar_w = 0.8 / max(1, len(series))
     all_values: list[float] = []
@@ -127,13 +133,7 @@ def box_png(
     """
     from matplotlib.patches import Patch
 
-    n = len(groups)
-    per_group = 0.18 + 0.14 * max(1, len(series))
-    width = min(max(6.0, 1.6 + per_group * n), 30.0)
-    longest = max((len(str(g)) for g in groups), default=1)
-    height = 3.2 + min(longest, 40) * 0.055
-    fig = figure(width, height)
-    ax = fig.add_subplot()
+    fig, ax, width = _grouped_axes(groups, len(series), 0.14)
     box_w = 0.8 / max(1, len(series))
     handles = []
     empty: set[int] = set()
