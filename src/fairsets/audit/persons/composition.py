@@ -45,6 +45,7 @@ from .tables import (
     UNLABELLED,
     group_rule_definition,
     groups_sql,
+    labelled_attributes,
 )
 
 if TYPE_CHECKING:
@@ -76,10 +77,6 @@ def group_order(attr: str, seen: Any) -> list[str]:
     tail = [g for g in (MIXED, UNCLEAR) if g in seen and g not in first]
     rest = sorted(g for g in seen if g not in first and g not in tail and g != UNLABELLED)
     return first + rest + tail + ([UNLABELLED] if UNLABELLED in seen else [])
-
-
-def _columns(con: duckdb.DuckDBPyConnection, view: str) -> set[str]:
-    return {row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()}
 
 
 def _box_table(con: duckdb.DuckDBPyConnection, attr: str, n_boxes: int) -> dict[str, Any]:
@@ -134,8 +131,7 @@ def composition(
     if group_rule not in GROUP_RULES:
         raise ValueError(f"group rule must be one of {', '.join(GROUP_RULES)}; got {group_rule!r}")
     other = next(r for r in GROUP_RULES if r != group_rule)
-    cols = _columns(con, "boxes")
-    has = {a: f"perceived_{a}" in cols for a in ("gender", "race")}
+    has = labelled_attributes(con, "boxes")
     n_boxes = con.execute("SELECT count(*) FROM boxes").fetchone()[0]
     n_images = con.execute("SELECT count(*) FROM images").fetchone()[0]
     n_person = con.execute("SELECT count(*) FROM person_images").fetchone()[0]

@@ -54,11 +54,13 @@ from fairsets.annotate.layout import AnnotationError
 from fairsets.audit.persons.composition import group_order, share
 from fairsets.audit.persons.tables import (
     DEFAULT_GROUP_RULE,
-    UNLABELLED,
     blank_sql,
     check_group_rule,
     group_rule_definition,
     groups_sql,
+    labelled_attributes,
+    own_box_groups_sql,
+    view_names,
 )
 from fairsets.audit.persons.words import (
     EXCLUSIONS_RULE,
@@ -184,14 +186,6 @@ def _literal_sql(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _views(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-
-
-def _columns(con: duckdb.DuckDBPyConnection, view: str) -> set[str]:
-    return {row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()}
-
-
 def _exclusion_count(exclusions: Any) -> int | None:
     try:
         return len(exclusions)
@@ -273,8 +267,7 @@ def crime_association(
         return {entry: rows for entry, rows in found.items() if rows}
 
     if "alt" in texts:
-        cols = _columns(con, "boxes")
-        has = {"gender": "perceived_gender" in cols, "race": "perceived_race" in cols}
+        has = labelled_attributes(con, "boxes")
         rows = con.execute(
             f"SELECT {groups_sql('gender', group_rule)}, {groups_sql('race', group_rule)}, {hit} AS hit, "
             "count(*) FROM person_images GROUP BY ALL"
@@ -284,16 +277,12 @@ def crime_association(
             f"SELECT caption FROM person_images WHERE NOT {blank_sql('caption')}"
         )
     if "person" in texts:
-        if "captions" not in _views(con):
+        if "captions" not in view_names(con):
             out["person"] = alternative["person"] = None
             out["person_reason"] = "the folder has no person captions; run fairsets annotate caption"
         else:
-            cols = _columns(con, "captions")
-            has = {a: f"perceived_{a}" in cols for a in ("gender", "race")}
-            g, r = (
-                f"[coalesce(perceived_{a}, '{UNLABELLED}')]" if has[a] else "NULL::VARCHAR[]"
-                for a in ("gender", "race")
-            )
+            has = labelled_attributes(con, "captions")
+            g, r = (own_box_groups_sql(a, has[a]) for a in ("gender", "race"))
             rows = con.execute(
                 f"SELECT annotator, {g}, {r}, {hit} AS hit, count(*) FROM captions GROUP BY ALL"
             ).fetchall()

@@ -64,11 +64,13 @@ from fairsets.audit.persons.sentiment_scorers import (
 )
 from fairsets.audit.persons.tables import (
     DEFAULT_GROUP_RULE,
-    UNLABELLED,
     blank_sql,
     check_group_rule,
     group_rule_definition,
     groups_sql,
+    labelled_attributes,
+    own_box_groups_sql,
+    view_names,
 )
 
 if TYPE_CHECKING:
@@ -151,14 +153,6 @@ def _section(rows: Iterable[tuple[Any, ...]], has: dict[str, bool], min_count: i
         names = group_order(attr, {g for a, g in acc if a == attr})
         out[attr] = {g: row((attr, g)) for g in names} if has[attr] else None
     return out
-
-
-def _views(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-
-
-def _columns(con: duckdb.DuckDBPyConnection, view: str) -> set[str]:
-    return {row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()}
 
 
 def _check_scores(scores: Any, n: int, scorer: SentimentScorer) -> tuple[list[float], list[str]]:
@@ -263,7 +257,7 @@ def sentiment(
         scorer = VaderScorer()
     if not isinstance(scorer, SentimentScorer):
         raise ValueError(f"scorer must have name, kind and score(texts); got {type(scorer).__name__}")
-    has_captions = "captions" in _views(con)
+    has_captions = "captions" in view_names(con)
     sources = (["person_images"] if "alt" in texts else []) + (
         ["captions"] if "person" in texts and has_captions else []
     )
@@ -292,16 +286,11 @@ def sentiment(
         if "alt" in texts:
             g, r = groups_sql("gender", group_rule, "t."), groups_sql("race", group_rule, "t.")
             rows = con.execute(f"SELECT {g}, {r}, " + agg.format(view="person_images")).fetchall()
-            cols = _columns(con, "boxes")
-            has = {a: f"perceived_{a}" in cols for a in ("gender", "race")}
+            has = labelled_attributes(con, "boxes")
             out["alt"] = _section(rows, has, min_count)
         if "person" in texts and has_captions:
-            cols = _columns(con, "captions")
-            has = {a: f"perceived_{a}" in cols for a in ("gender", "race")}
-            g, r = (
-                f"[coalesce(t.perceived_{a}, '{UNLABELLED}')]" if has[a] else "NULL::VARCHAR[]"
-                for a in ("gender", "race")
-            )
+            has = labelled_attributes(con, "captions")
+            g, r = (own_box_groups_sql(a, has[a], "t.") for a in ("gender", "race"))
             rows = con.execute(f"SELECT t.annotator, {g}, {r}, " + agg.format(view="captions")).fetchall()
             per: dict[str, list] = defaultdict(list)
             for annotator, *row in rows:

@@ -77,6 +77,9 @@ __all__ = [
     "groups_sql",
     "has_captions",
     "image_group_sql",
+    "labelled_attributes",
+    "own_box_groups_sql",
+    "view_names",
 ]
 
 #: The image-level group rules (see "The image-level identity group" in the module docstring).
@@ -125,6 +128,26 @@ def groups_sql(attr: str, rule: str = DEFAULT_GROUP_RULE, alias: str = "") -> st
         f"CASE WHEN {column} IS NULL THEN NULL "
         f"WHEN coalesce(len({labels}), 0) = 0 THEN ['{UNLABELLED}'] ELSE {labels} END"
     )
+
+
+def own_box_groups_sql(attr: str, present: bool, alias: str = "") -> str:
+    """SQL giving the LIST of groups of a row that belongs to ONE box (a person caption): the box's
+    own label for ``attr``, ``unlabelled`` when it has none; NULL when the folder has no labels for
+    ``attr`` (``present`` false). The same shape as :func:`groups_sql` gives for images."""
+    if not present:
+        return "NULL::VARCHAR[]"
+    return f"[coalesce({alias}perceived_{attr}, '{UNLABELLED}')]"
+
+
+def view_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The views (and tables) of ``con``: whether ``captions`` is there, say."""
+    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def labelled_attributes(con: duckdb.DuckDBPyConnection, view: str) -> dict[str, bool]:
+    """``{"gender": bool, "race": bool}``: whether ``view`` has the ``perceived_{attr}`` column."""
+    cols = {row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()}
+    return {a: f"perceived_{a}" in cols for a in ("gender", "race")}
 
 
 def group_rule_definition(rule: str) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .tables import blank_sql
+from .tables import blank_sql, labelled_attributes
 from .transfer_categories import check_categories, count_named
 from .words import default_exclusions_path, load_exclusions, matched_phrases
 
@@ -81,10 +81,6 @@ def _check_min_count(min_count: Any) -> int:
     return min_count
 
 
-def _columns(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {row[0] for row in con.execute("DESCRIBE boxes").fetchall()}
-
-
 def data_bias(
     con: duckdb.DuckDBPyConnection,
     categories: Sequence[str],
@@ -116,7 +112,7 @@ def data_bias(
     """
     cats = check_categories(categories)
     _check_min_count(min_count)
-    if "perceived_gender" not in _columns(con):
+    if not labelled_attributes(con, "boxes")["gender"]:
         raise ValueError("the folder has no gender labels; run fairsets annotate classify --attribute gender")
     if isinstance(top_phrases, bool) or not isinstance(top_phrases, int) or top_phrases < 0:
         raise ValueError(f"top_phrases must be a whole number ≥ 0, not {top_phrases!r}")
@@ -204,7 +200,7 @@ def race_data_bias(
     """
     cats = check_categories(categories)
     _check_min_count(min_count)
-    if "perceived_race" not in _columns(con):
+    if not labelled_attributes(con, "boxes")["race"]:
         raise ValueError("the folder has no race labels; run fairsets annotate classify --attribute race")
     declared, source = race_groups(con, groups)
     counts, totals = count_named(
