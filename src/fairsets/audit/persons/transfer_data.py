@@ -9,8 +9,8 @@ group rather than another, per category.
   female / (female + male)`` (the study's "proportion of female images"; bias = 2·share − 1, so ρ
   and R² are the same with either).
 * **Race** (:func:`race_data_bias`, beyond the study) — among the *single-race* person images (the
-  race-labelled boxes that are not ``unclear`` all share one race: ``races`` without ``unclear``
-  has one element) whose alt-text names ``c``, the count of each race ``g`` and ``share_g = n_g /
+  race-labelled boxes that are not ``unclear`` all share one race: the image's exclusive race group
+  of :mod:`.tables` is a race) whose alt-text names ``c``, the count of each race ``g`` and ``share_g = n_g /
   n``: the data bias of ``g`` against the rest.
 
 Only images whose alt-text is not blank (NULL, or nothing but whitespace: :func:`.tables.blank_sql`)
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .tables import blank_sql, labelled_attributes
+from .tables import MIXED, UNCLEAR, UNLABELLED, blank_sql, labelled_attributes
 from .transfer_categories import check_categories, count_named
 from .words import default_exclusions_path, load_exclusions, matched_phrases
 
@@ -44,11 +44,10 @@ __all__ = [
 ]
 
 _GENDER_WHERE = "gender IN ('female', 'male')"
-_D = "list_sort(list_distinct(races))"
-#: The one race of a single-race image (``races`` without ``unclear`` has one element).
-RACE_GROUP_SQL = f"CASE WHEN {_D}[1] = 'unclear' THEN {_D}[2] ELSE {_D}[1] END"
-#: True for a single-race image (no lambda: it runs on every DuckDB fairsets supports).
-RACE_SINGLE_SQL = f"len({_D}) - CAST(list_contains({_D}, 'unclear') AS INTEGER) = 1"
+#: The one race of a single-race image: the image's exclusive race group (:mod:`.tables`).
+RACE_GROUP_SQL = "race"
+#: True for a single-race image: its exclusive race group is a race, not mixed, unclear or unlabelled.
+RACE_SINGLE_SQL = f"race NOT IN ('{MIXED}', '{UNCLEAR}', '{UNLABELLED}')"
 
 MATCH_RULE = (
     "the alt-text, lower-cased and with the innocent-sense phrases of the exclusions file masked "
