@@ -68,8 +68,6 @@ def test_download_option_mistakes_are_one_line(
 ) -> None:
     listing = _listing(tmp_path / "l.parquet", [images.url("/ok.jpg")])
     out = tmp_path / "shards"
-    (tmp_path / "a-file").write_text("x")
-    (tmp_path / "empty.csv").write_text("")
     cases = [
         ([listing, "--out", out, "--processes", "-1"], ["--processes", "--help"]),
         ([listing, "--out", out, "--threads", "0"], ["--threads", "--help"]),
