@@ -65,10 +65,12 @@ from fairsets.audit.persons.tables import (
 from fairsets.audit.persons.words import (
     EXCLUSIONS_RULE,
     MATCH_RULE,
+    dedupe_words,
     load_exclusions,
     masked_sql,
     matched_phrases,
     read_word_file,
+    sql_str,
     word_pattern,
 )
 
@@ -111,17 +113,7 @@ def load_crime_words(path: str | os.PathLike[str] | None = None) -> list[str]:
     words = data.get("words")
     if not isinstance(words, list) or not words or not all(isinstance(w, str) and w.strip() for w in words):
         raise AnnotationError(f"{p}: words must be a non-empty list of non-empty strings")
-    return _dedupe(words)
-
-
-def _dedupe(words: Iterable[str]) -> list[str]:
-    out, seen = [], set()
-    for w in words:
-        w = " ".join(w.split())
-        if w.lower() not in seen:
-            seen.add(w.lower())
-            out.append(w)
-    return out
+    return dedupe_words(words)
 
 
 def _rate(matches: int, n: int) -> dict[str, Any]:
@@ -182,10 +174,6 @@ def _section(
     return out, alternative
 
 
-def _literal_sql(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _exclusion_count(exclusions: Any) -> int | None:
     try:
         return len(exclusions)
@@ -239,7 +227,7 @@ def crime_association(
         raise ValueError(
             f"delta reference must be one of {', '.join(DELTA_REFERENCES)}; got {delta_reference!r}"
         )
-    words = _dedupe(words) if words is not None else load_crime_words()
+    words = dedupe_words(words) if words is not None else load_crime_words()
     if not words or not all(isinstance(w, str) and w.strip() for w in words):
         raise ValueError("the crime words must be a non-empty list of non-empty strings")
     if exclusions is None:
@@ -247,7 +235,7 @@ def crime_association(
     pattern = word_pattern(words)
     hit = (  # NULL: no text; a literal pattern, so DuckDB compiles it once
         f"CASE WHEN {blank_sql('caption')} THEN NULL "
-        f"ELSE regexp_matches({masked_sql('caption', exclusions)}, {_literal_sql(pattern)}) END"
+        f"ELSE regexp_matches({masked_sql('caption', exclusions)}, {sql_str(pattern)}) END"
     )
     other = next(r for r in DELTA_REFERENCES if r != delta_reference)
     out: dict[str, Any] = {
@@ -293,7 +281,7 @@ def crime_association(
             for a in sorted(per):
                 out["person"][a], alternative["person"][a] = _section(per[a], has, min_count, delta_reference)
                 out["person"][a]["top_phrases"] = phrases(
-                    f"SELECT caption FROM captions WHERE annotator = {_literal_sql(a)} "
+                    f"SELECT caption FROM captions WHERE annotator = {sql_str(a)} "
                     f"AND NOT {blank_sql('caption')}"
                 )
     out["alternative"] = alternative

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .tables import blank_sql
-from .words import masked_sql, read_word_file, word_forms
+from .words import masked_sql, read_word_file, sql_str, word_forms
 
 if sys.version_info >= (3, 11):
     pass
@@ -139,10 +139,6 @@ def _token_forms(category: str) -> list[str] | None:
     return list(dict.fromkeys(words[-1] for words in forms))
 
 
-def _sql_str(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
 def count_named(
     con: duckdb.DuckDBPyConnection,
     cats: Sequence[str],
@@ -191,12 +187,12 @@ def count_named(
         forms += [(w, i, None if single else category_pattern(c)) for w in tokens]
     out: dict[tuple[str, int], int] = {}
     if forms:
-        values = ", ".join(f"({_sql_str(w)}, {i})" for w, i, _ in forms)
+        values = ", ".join(f"({sql_str(w)}, {i})" for w, i, _ in forms)
         # One constant pattern per longer category (compiled once), not a pattern column.
         checks = {i: p for _, i, p in forms if p}
         check = (
             "CASE f.cat "
-            + " ".join(f"WHEN {i} THEN regexp_matches(w.lc, {_sql_str(p)})" for i, p in checks.items())
+            + " ".join(f"WHEN {i} THEN regexp_matches(w.lc, {sql_str(p)})" for i, p in checks.items())
             + " ELSE true END"
             if checks
             else "true"
@@ -212,10 +208,10 @@ def count_named(
     for i, c in patterns:
         # a cheap pre-test: the longest word every form of the category holds
         common = set.intersection(*(set(words) for words in _forms(c)))
-        stem = f"contains(lc, {_sql_str(max(sorted(common), key=len))}) AND " if common else ""
+        stem = f"contains(lc, {sql_str(max(sorted(common), key=len))}) AND " if common else ""
         rows = con.execute(
             f"SELECT grp, count(*) FROM ({base}) WHERE {stem}"
-            f"regexp_matches(lc, {_sql_str(category_pattern(c))}) GROUP BY grp"
+            f"regexp_matches(lc, {sql_str(category_pattern(c))}) GROUP BY grp"
         ).fetchall()
         out.update({(str(g), i): int(n) for g, n in rows})
     return out, totals

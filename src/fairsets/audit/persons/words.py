@@ -46,12 +46,14 @@ if TYPE_CHECKING:
 __all__ = [
     "EXCLUSIONS_RULE",
     "MATCH_RULE",
+    "dedupe_words",
     "default_exclusions_path",
     "load_exclusions",
     "mask_pattern",
     "masked_sql",
     "matched_phrases",
     "read_word_file",
+    "sql_str",
     "word_forms",
     "word_pattern",
 ]
@@ -154,16 +156,21 @@ def load_exclusions(path: str | os.PathLike[str] | None = None) -> list[str]:
             raise ValueError(f"{p}: unknown key {key!r}; write phrases = [...] (optionally in [tables])")
     if not lists:
         raise ValueError(f"{p}: no phrases; write phrases = [...] (an empty list turns exclusions off)")
-    out: list[str] = []
-    seen: set[str] = set()
     for where, phrases in lists:
         if not isinstance(phrases, list) or not all(isinstance(x, str) and x.strip() for x in phrases):
             raise ValueError(f"{p}: {where} must be a list of non-empty strings")
-        for phrase in phrases:
-            phrase = " ".join(phrase.split())
-            if phrase.lower() not in seen:
-                seen.add(phrase.lower())
-                out.append(phrase)
+    return dedupe_words(phrase for _, phrases in lists for phrase in phrases)
+
+
+def dedupe_words(words: Iterable[str]) -> list[str]:
+    """``words`` with runs of white space made one space and repeats (any case) left out, the first
+    spelling kept, in order."""
+    out, seen = [], set()
+    for w in words:
+        w = " ".join(w.split())
+        if w.lower() not in seen:
+            seen.add(w.lower())
+            out.append(w)
     return out
 
 
@@ -174,7 +181,8 @@ def mask_pattern(exclusions: Sequence[str]) -> str:
     return f"(?i)(^|[^{_WORD}])({_alternation(exclusions, hyphen_is_space=True)})($|[^{_WORD}])"
 
 
-def _sql_str(text: str) -> str:
+def sql_str(text: str) -> str:
+    """``text`` as an SQL string literal (quotes doubled), for the constant patterns of the audits."""
     return "'" + text.replace("'", "''") + "'"
 
 
@@ -189,7 +197,7 @@ def masked_sql(column_sql: str, exclusions: Sequence[str]) -> str:
     low = f"lower({column_sql})"
     if not exclusions:
         return low
-    pat = _sql_str(mask_pattern(exclusions))
+    pat = sql_str(mask_pattern(exclusions))
     return f"regexp_replace(regexp_replace({low}, {pat}, '\\1 \\3', 'g'), {pat}, '\\1 \\3', 'g')"
 
 
@@ -314,7 +322,7 @@ def matched_phrases(
         raise ValueError("the word list is empty; give at least one non-empty entry")
     layers = _layers(entries)
     rows = sorted({(_key(f), layers[i], i) for i, w in enumerate(entries) for f in word_forms(w)})
-    keys = ", ".join(f"({_sql_str(k)}, {d}, {i})" for k, d, i in rows)
+    keys = ", ".join(f"({sql_str(k)}, {d}, {i})" for k, d, i in rows)
     controls = " || ".join(f"chr({ord(c)})" for c in _CONTROL)
     clean = f"translate(caption, {controls}, '{' ' * len(_CONTROL)}')"
     word, nonword = r"[\pL\pN_]", r"[^\pL\pN_]"
@@ -322,7 +330,7 @@ def matched_phrases(
     for depth in sorted(set(layers)):
         forms = {f for i, w in enumerate(entries) if layers[i] == depth for f in word_forms(w)}
         core = "|".join(_literal(_tokens(f)) for f in sorted(forms, key=lambda f: (-len(f), f)))
-        marked = f"regexp_replace(tok, {_sql_str('(?i)(' + core + ')')}, chr(1) || '\\1' || chr(2), 'g')"
+        marked = f"regexp_replace(tok, {sql_str('(?i)(' + core + ')')}, chr(1) || '\\1' || chr(2), 'g')"
         passes.append(
             f"SELECT rid, {depth} AS depth, string_split(translate({marked}, "
             f"{controls.split(' || ', 2)[2]}, ''), chr(1)) AS parts FROM t"
