@@ -11,6 +11,7 @@ A scripted annotator "sees" a box's label by reading the colour back from the im
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import Callable, Sequence
@@ -137,7 +138,8 @@ def make_ann(
             image_rows.append(
                 {
                     "shard": shard, "key": key, "caption": text, "url": f"http://img.invalid/{key}",
-                    "sha256": "0" * 64, "image_w": w, "image_h": h, "n_boxes": len(rows),
+                    "sha256": hashlib.sha256(buf.getvalue()).hexdigest(),
+                    "image_w": w, "image_h": h, "n_boxes": len(rows),
                     "n_kept": boxes_per_image, "status": "ok", "reason": None,
                 }
             )  # fmt: skip

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .layout import images_path
 from .shards import read_images
 
 if TYPE_CHECKING:
@@ -53,15 +54,23 @@ def parse_split(text: str | Sequence[float]) -> tuple[float, float, float]:
 
 
 def image_digests(rows: Sequence[LabelRow], source: CropSource) -> dict[Image, str]:
-    """sha256 of the stored bytes of every image ``rows`` name, each shard read once.
+    """sha256 of the stored bytes of every image ``rows`` name.
 
-    An image that cannot be read (any more) has no entry: it is then a unit of its own.
+    With an annotation folder, the digests ``annotate persons`` recorded in ``images/{shard}.parquet``
+    (of the same bytes) are read, so no image is read again; a shard without that table (or without
+    a digest for a wanted key) is read once and its images hashed. An image that cannot be read (any
+    more) has no entry: it is then a unit of its own.
     """
     wanted: dict[str, set[str]] = defaultdict(set)
     for row in rows:
         wanted[row.shard].add(row.key)
     digests: dict[Image, str] = {}
     for shard in sorted(wanted):
+        recorded = _recorded_digests(source, shard, wanted[shard])
+        digests.update(((shard, key), d) for key, d in recorded.items())
+        wanted[shard] -= set(recorded)
+        if not wanted[shard]:
+            continue
         ref = source.shards.get(shard)
         if ref is None:
             continue
@@ -72,6 +81,20 @@ def image_digests(rows: Sequence[LabelRow], source: CropSource) -> dict[Image, s
         for key in sorted(data):
             digests[(shard, key)] = hashlib.sha256(data.pop(key)).hexdigest()
     return digests
+
+
+def _recorded_digests(source: CropSource, shard: str, keys: set[str]) -> dict[str, str]:
+    """``{key: sha256}`` that ``annotate persons`` recorded for ``keys`` of ``shard`` (none without
+    an annotation folder or its images table)."""
+    if source.ann is None:
+        return {}
+    path = images_path(source.ann, shard)
+    if not path.is_file():
+        return {}
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=["key", "sha256"]).to_pydict()
+    return {k: d for k, d in zip(table["key"], table["sha256"], strict=True) if k in keys and d}
 
 
 def split_parts(
