@@ -93,6 +93,8 @@ def _recorded_digests(source: CropSource, shard: str, keys: set[str]) -> dict[st
         return {}
     import pyarrow.parquet as pq
 
+    if not {"key", "sha256"} <= set(pq.read_schema(path).names):
+        return {}
     table = pq.read_table(path, columns=["key", "sha256"]).to_pydict()
     return {k: d for k, d in zip(table["key"], table["sha256"], strict=True) if k in keys and d}
 
