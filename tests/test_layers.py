@@ -1,14 +1,25 @@
-"""The shape of the code: imports point down the layers, and nothing imports itself in a circle.
+"""The shape of the code: imports point down the layers, nothing imports itself in a circle, and
+no module grows past one idea's length.
 
 Layers, lowest first (docs/architecture.md):
 
-    core → fetch, models → sources, vision, select, publish → pipeline → debias → audit → geo → cli
+    core → fetch, models → sources, vision, select, publish → pipeline → debias, annotate → audit → geo
 
 A module may import from its own package, from a lower layer, and from the packages of its own
 layer that :data:`SIDEWAYS` allows. Every import counts, including those inside functions (a lazy
-import is still a dependency); only imports under ``if TYPE_CHECKING:`` are left out, as they never
-run. The command-line modules (``cli.py``, ``cli/``, ``_cli_*``, ``fairsets/__init__`` and
-``__main__``) stand on top: they may import anything and nothing may import them.
+import is still a dependency); for the layer rule the imports under ``if TYPE_CHECKING:`` are left
+out, as they never run, but for circles between files they count too (a circle of type-only
+imports still means two files that cannot be read apart).
+
+Command modules (a package's ``cli.py`` or ``cli/``) obey the same rule at their package's layer:
+``fairsets audit``'s commands may use annotate's options, never the other way. Two top-level
+modules are outside the layers, and :data:`TOP` names them exactly:
+
+* the assembly — ``fairsets.cli`` (the root app, adding every package's commands),
+  ``fairsets._cli_publish`` (``fairsets publish``, which serves two packages' folders),
+  ``fairsets.__main__`` and ``fairsets`` itself — may import anything, and nothing below imports it;
+* the commands' ground — ``fairsets._cli_util`` (one-line errors, logging) — imports only core and
+  is imported only by command modules.
 """
 
 from __future__ import annotations
@@ -38,6 +49,15 @@ LAYERS: dict[str, int] = {
     "geo": 6,
 }
 CLI_LAYER = 99
+
+#: The top-level modules outside the layers, each with its role (see the module docstring).
+ASSEMBLY = {"fairsets", "fairsets.__main__", "fairsets.cli", "fairsets._cli_publish"}
+COMMAND_GROUND = {"fairsets._cli_util"}
+TOP = ASSEMBLY | COMMAND_GROUND
+
+#: Modules allowed over :data:`MAX_LINES`, each with the reason it reads better whole (at most three).
+LONG_MODULES: dict[str, str] = {}
+MAX_LINES = 500
 
 #: Imports between different packages of the same layer that are part of the design.
 SIDEWAYS: set[tuple[str, str]] = set()
@@ -70,15 +90,16 @@ def _submodule(mods: dict[str, Path], module: str, name: str) -> str:
     return f"{module}.{name}" if f"{module}.{name}" in mods else module
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """``{module: {imported fairsets modules}}`` for the package at ``root`` (e.g. ``src/fairsets``)."""
+def import_graph(root: Path, *, type_checking: bool = False) -> dict[str, set[str]]:
+    """``{module: {imported fairsets modules}}`` for the package at ``root`` (e.g. ``src/fairsets``);
+    with ``type_checking``, the imports under ``if TYPE_CHECKING:`` count too."""
     mods = _modules(root)
     top = root.name
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
         is_pkg = path.name == "__init__.py"
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        skip = _type_checking_only(tree)
+        skip = set() if type_checking else _type_checking_only(tree)
         base = name.split(".") if is_pkg else name.split(".")[:-1]
         found: set[str] = set()
         for node in ast.walk(tree):
@@ -113,12 +134,18 @@ def package(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
+def is_command(module: str) -> bool:
+    """A package's command module: ``PKG.cli``, ``PKG.cli.*`` or ``PKG.*.cli(.*)``."""
+    return "cli" in module.split(".")[2:]
+
+
 def layer(module: str) -> int:
+    """The layer of ``module``; :data:`CLI_LAYER` for the assembly and the commands' ground."""
     parts = module.split(".")
-    if len(parts) == 1 or parts[1] in ("cli", "_cli_util", "__main__"):
+    if module in TOP:
         return CLI_LAYER
-    if "cli" in parts[2:] or any(p.startswith("_cli_") for p in parts[1:]):
-        return CLI_LAYER
+    if len(parts) == 1 or (len(parts) == 2 and parts[1] not in LAYERS):
+        raise KeyError(f"{module}: a top-level module outside the layers; name its role in TOP")
     if parts[1] not in LAYERS:
         raise KeyError(
             f"{module}: package {parts[1]!r} has no layer; add it to LAYERS and docs/architecture.md"
@@ -126,25 +153,32 @@ def layer(module: str) -> int:
     return LAYERS[parts[1]]
 
 
-def _sideways(src: str, dst: str) -> bool:
-    return package(src) != package(dst) and (package(src), package(dst)) not in SIDEWAYS
-
-
 def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     bad = []
     for src, targets in sorted(graph.items()):
         for dst in sorted(targets):
-            ls, ld = layer(src), layer(dst)
-            if ld == CLI_LAYER and ls != CLI_LAYER:
-                bad.append(f"{src} imports {dst}: command-line modules stand on top")
-            elif ld > ls:
-                bad.append(f"{src} (layer {ls}) imports {dst} (layer {ld}): an arrow pointing up")
-            elif (
-                ld == ls != CLI_LAYER
-                and package(src) != package(dst)
-                and (package(src), package(dst)) not in SIDEWAYS
-            ):
-                bad.append(f"{src} imports {dst}: sideways between packages of one layer")
+            if src in ASSEMBLY:
+                continue
+            if dst in ASSEMBLY:
+                bad.append(f"{src} imports {dst}: the assembly stands on top")
+            elif dst in COMMAND_GROUND:
+                if not is_command(src) and src not in COMMAND_GROUND:
+                    bad.append(f"{src} imports {dst}: only command modules use the commands' ground")
+            elif src in COMMAND_GROUND:
+                if package(dst) != "core":
+                    bad.append(f"{src} imports {dst}: the commands' ground imports only core")
+            elif is_command(dst) and not is_command(src):
+                bad.append(f"{src} imports {dst}: command-line modules stand on top of their package")
+            else:
+                ls, ld = layer(src), layer(dst)
+                if ld > ls:
+                    bad.append(f"{src} (layer {ls}) imports {dst} (layer {ld}): an arrow pointing up")
+                elif (
+                    ld == ls
+                    and package(src) != package(dst)
+                    and (package(src), package(dst)) not in (SIDEWAYS)
+                ):
+                    bad.append(f"{src} imports {dst}: sideways between packages of one layer")
     return bad
 
 
@@ -207,9 +241,25 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return out
 
 
+def long_modules(root: Path, limit: int = MAX_LINES) -> dict[str, int]:
+    """``{module: lines}`` of the modules under ``root`` longer than ``limit`` lines."""
+    out = {}
+    for name, path in _modules(root).items():
+        with path.open(encoding="utf-8") as fh:
+            n = sum(1 for _ in fh)
+        if n > limit:
+            out[name] = n
+    return out
+
+
 @pytest.fixture(scope="module")
 def graph() -> dict[str, set[str]]:
     return import_graph(SRC / "fairsets")
+
+
+@pytest.fixture(scope="module")
+def typed_graph() -> dict[str, set[str]]:
+    return import_graph(SRC / "fairsets", type_checking=True)
 
 
 def test_every_package_has_a_layer(graph):
@@ -221,8 +271,25 @@ def test_imports_point_down_the_layers(graph):
     assert layer_violations(graph) == []
 
 
-def test_no_module_imports_itself_in_a_circle(graph):
-    assert cycles(graph) == []
+def test_no_module_imports_itself_in_a_circle(typed_graph):
+    """No circle between files, counting the imports only a type checker follows."""
+    assert cycles(typed_graph) == []
+
+
+def test_no_module_over_the_length_of_one_idea():
+    """Every module ≤ MAX_LINES lines but the reasoned few in LONG_MODULES (at most three)."""
+    assert len(LONG_MODULES) <= 3
+    assert all(reason.strip() for reason in LONG_MODULES.values())
+    long = long_modules(SRC / "fairsets")
+    assert {m: n for m, n in long.items() if m not in LONG_MODULES} == {}
+    assert sorted(set(LONG_MODULES) - set(long)) == [], "an allowed module is short now: drop it"
+
+
+def test_command_modules_obey_their_package_layer(graph):
+    """The command modules are not exempt: the package picture has no arrow up through them."""
+    commands = {m for m in graph if is_command(m)}
+    assert {"fairsets.pipeline.cli", "fairsets.audit.cli.debias", "fairsets.annotate.cli.vote"} <= commands
+    assert all(layer(m) == LAYERS[package(m)] for m in commands)
 
 
 def test_no_package_circle(graph):
@@ -265,7 +332,18 @@ def test_the_checks_see_an_upward_lazy_import_and_circles(tmp_path):
             "vision/v.py": "from fairsets.publish import p\n",
             "publish/__init__.py": "",
             "publish/p.py": "from fairsets.cli import app\n",
+            "publish/q.py": "from fairsets import _cli_util\n",
+            "publish/cli.py": "from fairsets.geo import g\nfrom fairsets import _cli_util\n",
+            "pipeline/cli/__init__.py": (
+                "from fairsets.publish.cli import thing\nfrom fairsets.pipeline import b\n"
+            ),
+            "pipeline/d.py": "from fairsets.pipeline.cli import x\n",
+            "_cli_util.py": "from fairsets.pipeline import b\n",
             "cli.py": "from fairsets.geo import g\n",
+            "sources/__init__.py": "",
+            "sources/s.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .t import T\n",
+            "sources/t.py": "from .s import S\n",
+            "sources/long.py": "x = 1\n" * 501,
         },
     )
     g = import_graph(root)
@@ -274,10 +352,21 @@ def test_the_checks_see_an_upward_lazy_import_and_circles(tmp_path):
     assert not any("core.typed" in s for s in bad)
     assert any(s.startswith("fairsets.audit.x (layer 5) imports fairsets.geo.g") for s in bad)
     assert any("fairsets.vision.v imports fairsets.publish.p: sideways" in s for s in bad)
-    assert any("fairsets.publish.p imports fairsets.cli: command-line" in s for s in bad)
+    assert any("fairsets.publish.p imports fairsets.cli: the assembly" in s for s in bad)
+    assert any("fairsets.publish.q imports fairsets._cli_util: only command" in s for s in bad)
+    assert any(s.startswith("fairsets.publish.cli (layer 2) imports fairsets.geo.g") for s in bad)
+    assert not any(s.startswith("fairsets.publish.cli imports fairsets._cli_util") for s in bad)
+    assert not any(s.startswith("fairsets.pipeline.cli ") for s in bad)  # down to publish's commands
+    assert any("fairsets.pipeline.d imports fairsets.pipeline.cli: command-line" in s for s in bad)
+    assert any("fairsets._cli_util imports fairsets.pipeline.b: the commands' ground" in s for s in bad)
     assert not any(s.startswith("fairsets.cli ") for s in bad)
+    assert ["fairsets.sources.s", "fairsets.sources.t"] not in cycles(g)
+    assert ["fairsets.sources.s", "fairsets.sources.t"] in cycles(import_graph(root, type_checking=True))
+    assert long_modules(root) == {"fairsets.sources.long": 501}
     assert ["fairsets.pipeline.b", "fairsets.pipeline.c"] in cycles(g)
     assert ["fairsets.audit.x", "fairsets.geo.g"] in cycles(g)
     assert ["audit", "geo"] in cycles(package_graph(g))
     with pytest.raises(KeyError, match="has no layer"):
         layer("fairsets.newpkg.mod")
+    with pytest.raises(KeyError, match="outside the layers"):
+        layer("fairsets._cli_new")

@@ -89,23 +89,10 @@ def explain(exc: BaseException) -> str | None:
     import socket
     import urllib.error
 
-    from fairsets.core.step import MissingDependency
-    from fairsets.pipeline.config import RecipeError
-
-    from .models import ModelUnavailable
-    from .sources import SourceError
-
-    try:
-        from .pipeline.build import BuildError
-    except Exception:  # pragma: no cover - a broken install; still say something useful
-        BuildError = RuntimeError  # type: ignore[misc,assignment]
-    try:
-        from .fetch.retry import HttpStatusError
-    except Exception:  # pragma: no cover
-        HttpStatusError = OSError  # type: ignore[misc,assignment]
+    from fairsets.core.errors import NetworkFailure, SaysTheFix
 
     msg = one_line(exc) if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, (RecipeError, SourceError, BuildError, ModelUnavailable, MissingDependency)):
+    if isinstance(exc, SaysTheFix):
         return msg  # written as problem + fix already
     if type(exc).__module__.startswith("fairsets.") and str(exc).strip():
         return msg  # fairsets' own error types (LLMServiceError, CommonsError, ...) say what to do
@@ -117,7 +104,7 @@ def explain(exc: BaseException) -> str | None:
             f"the Python module {missing!r} is not installed; install the extra this command needs "
             "(README, 'Extras'), or pip install 'fairsets[all]'"
         )
-    if isinstance(exc, HttpStatusError):
+    if isinstance(exc, NetworkFailure):
         return f"{msg} ({_NETWORK_HINT})"
     if isinstance(exc, (urllib.error.URLError, socket.gaierror, ConnectionError, TimeoutError)):
         reason = getattr(exc, "reason", None) or msg

@@ -4,12 +4,14 @@ This module holds the root app (:class:`FairsetsApp`: the entry point's error ha
 callback (``--version``, ``-v``, ``--debug``) and :func:`main`, and assembles the commands each
 package owns:
 
-* :mod:`fairsets.pipeline.cli` — ``build``, ``validate``, ``steps``, ``publish``, ``review`` and
-  ``example`` (the shipped recipes, written out by :mod:`fairsets.pipeline.recipes`);
+* :mod:`fairsets.pipeline.cli` — ``build``, ``validate``, ``steps``, ``review`` and ``example``
+  (the shipped recipes, written out by :mod:`fairsets.pipeline.recipes`);
+* :mod:`fairsets._cli_publish` — ``publish``, which serves built datasets and annotation folders
+  alike, so it is assembled here rather than in either package;
 * :mod:`fairsets.sources.cli` — ``fetch``;
 * :mod:`fairsets.fetch.cli` — ``download``;
-* :mod:`fairsets.audit.cli` — ``audit`` and ``card``;
-* :mod:`fairsets.debias.cli` — ``debias``;
+* :mod:`fairsets.audit.cli` — ``audit``, ``card`` and ``debias`` (fitting a debias transform embeds
+  a dataset, so its commands stand with the audits, above :mod:`fairsets.debias`);
 * :mod:`fairsets.annotate.cli` — ``annotate``;
 * :mod:`fairsets.geo.cli` — ``geo``.
 
@@ -32,14 +34,14 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from . import _cli_util
+from ._cli_publish import publish_cmd
 from ._cli_util import die, report_unexpected, report_usage
 from .annotate.cli import annotate_app
-from .audit.cli import audit_app, card_app
+from .audit.cli import audit_app, card_app, debias_app
 from .audit.persons.cli import audit_persons_cmd, audit_transfer_cmd
-from .debias.cli import debias_app
 from .fetch.cli import download_cmd
 from .geo.cli import geo_app
-from .pipeline.cli import build_cmd, example_cmd, publish_cmd, review_app, steps_cmd, validate_cmd
+from .pipeline.cli import build_cmd, example_cmd, review_app, steps_cmd, validate_cmd
 from .sources.cli import fetch_app
 
 

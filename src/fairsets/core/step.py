@@ -27,12 +27,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fairsets.core.data import Sample
 
+from .errors import SaysTheFix
+
 __all__ = ["MissingDependency", "Step", "StepContext", "StepParams", "build_step", "check_requires"]
 
 log = logging.getLogger(__name__)
 
 
-class MissingDependency(ImportError):
+class MissingDependency(SaysTheFix, ImportError):
     """An optional dependency of a component is not installed."""
 
 

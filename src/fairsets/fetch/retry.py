@@ -37,6 +37,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairsets.core.errors import NetworkFailure
+
 __all__ = [
     "HttpStatusError",
     "RetryPolicy",
@@ -63,7 +65,7 @@ def user_agent(contact: str | None = None) -> str:
     return f"fairsets/{__version__} ({inner}) python/{platform.python_version()}"
 
 
-class HttpStatusError(Exception):
+class HttpStatusError(NetworkFailure):
     """An HTTP answer worth retrying (429, 5xx) or not; carries the status and ``Retry-After``."""
 
     def __init__(self, status: int, retry_after: str | float | None = None, url: str = "", detail: str = ""):

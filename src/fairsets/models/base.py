@@ -14,6 +14,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from fairsets.core.errors import SaysTheFix
+
 if TYPE_CHECKING:
     import numpy as np
     from PIL import Image
@@ -24,7 +26,7 @@ __all__ = ["SEED", "VLM", "ModelUnavailable", "check_device", "is_random", "pack
 SEED = 0
 
 
-class ModelUnavailable(RuntimeError):
+class ModelUnavailable(SaysTheFix, RuntimeError):
     """A model cannot be loaded here: its weights, package or tokenizer are missing.
 
     The message says what is missing and how to provide it (e.g. download the weights on a

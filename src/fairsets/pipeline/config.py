@@ -36,6 +36,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fairsets.core.errors import SaysTheFix
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -67,7 +69,7 @@ MAX_RECIPE_BYTES = 1_000_000
 MAX_QUOTA = 1_000_000
 
 
-class RecipeError(ValueError):
+class RecipeError(SaysTheFix, ValueError):
     """A recipe is malformed; the message names the offending key."""
 
 

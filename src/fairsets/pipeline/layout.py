@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fairsets.core.errors import SaysTheFix
+
 __all__ = ["SPLITS", "WORKDIR", "BuildError", "BuildResult", "remove_stale"]
 
 WORKDIR = ".fairsets"
 SPLITS = ("train", "test")
 
 
-class BuildError(RuntimeError):
+class BuildError(SaysTheFix, RuntimeError):
     """The build cannot go on (bad input, a failed task, a locked output folder).
 
     ``str(error)`` speaks to Python callers (``force=True``); ``error.cli`` says the same to a

@@ -11,6 +11,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from fairsets.core.errors import SaysTheFix
+
 __all__ = [
     "RESERVED_COLUMNS",
     "Source",
@@ -122,7 +124,7 @@ def public_paths(value: Any, root: Path) -> Any:
     return value
 
 
-class SourceError(ValueError):
+class SourceError(SaysTheFix, ValueError):
     """A source is misconfigured or its listing is unusable (missing column, unreadable folder)."""
 
 

@@ -1,8 +1,10 @@
 """``fairsets debias``: fit a transform that removes a group attribute from embeddings (INLP,
 LEACE) on a dataset, and apply a saved one.
 
-:mod:`fairsets.cli` adds :data:`debias_app` as the ``debias`` group. Fitting checks the dataset,
-the output and the model as ``fairsets audit`` does (:mod:`fairsets.audit.cli`).
+:mod:`fairsets.cli` adds :data:`debias_app` as the ``debias`` group. The commands live with the
+audits, not in :mod:`fairsets.debias` (pure array maths, below the datasets): fitting embeds a
+published dataset (:mod:`fairsets.audit.debiasing`) and checks the dataset, the output and the
+model as ``fairsets audit`` does (:mod:`.checks`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Annotated, Any
 import typer
 
 from fairsets._cli_util import die, setup_logging
-from fairsets.audit.cli import MODEL_HELP, PRETRAINED_HELP, check_dataset, check_out, load_vlm_or_die
+
+from .checks import MODEL_HELP, PRETRAINED_HELP, check_dataset, check_out, load_vlm_or_die
 
 debias_app = typer.Typer(help="Remove a group attribute from embeddings (INLP, LEACE).", no_args_is_help=True)
 
