@@ -230,7 +230,7 @@ def run_img2dataset(spec: dict[str, Any], t0: float) -> tuple[float, int]:
 def run_fairsets(spec: dict[str, Any], t0: float) -> tuple[float, int]:
     """Seconds from ``t0`` (before the import) to the end of the download, and the images downloaded."""
     if spec["resize_mode"] != "no":
-        from fairsets.fetch.download.guarded import ImageSpec
+        from fairsets.fetch.download.images import ImageSpec
         from fairsets.fetch.guard import FetchPolicy
         from fairsets.fetch.shards import download_listing
 

@@ -391,7 +391,7 @@ def test_a_request_with_a_digest_image_is_never_sent(srv: OpenAIServer, tmp_path
 def test_request_bodies_are_the_json_of_the_request() -> None:
     import json
 
-    from fairsets.fetch.chat import client as chat_client
+    from fairsets.fetch.chat import transport as chat_transport
     from fairsets.fetch.chat.messages import image_part
 
     red = jpeg((200, 0, 0))
@@ -402,7 +402,7 @@ def test_request_bodies_are_the_json_of_the_request() -> None:
         {"role": "user", "content": [odd, image_part(b"\x00\xff"), {"type": "text", "text": "\x01"}]},
     ]
     payload = {"model": "m", "messages": messages, "temperature": 0.0, "max_tokens": 5}
-    assert chat_client._body(payload) == json.dumps(payload).encode("ascii")
+    assert chat_transport._body(payload) == json.dumps(payload).encode("ascii")
     assert messages[1]["content"][0]["image_url"]["url"].startswith("data:image/jpeg;base64,")  # untouched
 
 
@@ -410,9 +410,9 @@ def test_an_oversized_answer_is_a_per_request_error(
     srv: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A server that streams megabytes for a chat answer fails that request, not the batch or memory."""
-    import fairsets.fetch.chat.client as chat_client
+    import fairsets.fetch.chat.transport as chat_transport
 
-    monkeypatch.setattr(chat_client, "MAX_RESPONSE", 4000)
+    monkeypatch.setattr(chat_transport, "MAX_RESPONSE", 4000)
     srv.respond = lambda body: Step(text="A" * 10_000) if last_user_text(body) == "q1" else None
     batch = client(srv, tmp_path, max_retries=2).run(reqs(3))
     assert [r.ok for r in batch.results] == [True, False, True]

@@ -54,7 +54,7 @@ def download_cmd(
     has an image. See docs/download.md.
     """
     from fairsets.core.atomic import LayoutBusy
-    from fairsets.fetch.download.guarded import RESIZE_MODES, ImageSpec
+    from fairsets.fetch.download.images import RESIZE_MODES, ImageSpec
     from fairsets.fetch.guard import FetchPolicy
     from fairsets.fetch.shards import ListingError, download_listing, summary_line
 

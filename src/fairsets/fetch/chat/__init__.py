@@ -12,9 +12,11 @@
 
 from __future__ import annotations
 
-from .client import ChatBatch, ChatClient, ChatRequest, ChatResult, ChatServiceError, ChatStream
+from .client import ChatClient
 from .endpoint import ChatEndpoint
+from .exchange import ChatBatch, ChatRequest, ChatResult, ChatServiceError
 from .messages import cache_form, image_digest_part, image_part, system, text_part, user
+from .stream import ChatStream
 
 __all__ = [
     "ChatBatch",

@@ -27,7 +27,7 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = [
@@ -92,17 +92,21 @@ def image_digest_part(sha256_hex: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": digest}}
 
 
-def has_digest_image(messages: list[Message]) -> bool:
-    """Whether an image of ``messages`` is given by its digest (:func:`image_digest_part`)."""
+def _image_urls(messages: list[Message]) -> Iterator[dict[str, Any]]:
+    """The ``image_url`` object (``{"url": ...}``) of each image part of ``messages``, in order."""
     for msg in messages:
         content = msg.get("content") if isinstance(msg, dict) else None
         if not isinstance(content, list):
             continue
         for part in content:
             image = part.get("image_url") if isinstance(part, dict) else None
-            if isinstance(image, dict) and str(image.get("url", "")).startswith("sha256:"):
-                return True
-    return False
+            if isinstance(image, dict):
+                yield image
+
+
+def has_digest_image(messages: list[Message]) -> bool:
+    """Whether an image of ``messages`` is given by its digest (:func:`image_digest_part`)."""
+    return any(str(image.get("url", "")).startswith("sha256:") for image in _image_urls(messages))
 
 
 def system(text: str) -> Message:
@@ -150,13 +154,8 @@ def _copy(value: Any) -> Any:
 def cache_form(messages: list[Message]) -> list[Message]:
     """``messages`` with each inline image URL replaced by ``sha256:<hex>`` of its decoded bytes."""
     out = _copy(messages)
-    for msg in out:
-        content = msg.get("content") if isinstance(msg, dict) else None
-        if not isinstance(content, list):
-            continue
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("image_url"), dict):
-                url = part["image_url"].get("url")
-                if isinstance(url, str):
-                    part["image_url"]["url"] = _digest_data_url(url)
+    for image in _image_urls(out):
+        url = image.get("url")
+        if isinstance(url, str):
+            image["url"] = _digest_data_url(url)
     return out

@@ -54,8 +54,9 @@ API:
       ``keep_ratio``, ``center_crop``); ``fairsets download`` (:mod:`fairsets.fetch.shards`) uses
       the same rounds machinery with captions, kept columns and img2dataset's flat layout
 
-Modules, one idea each: :mod:`.guarded` (img2dataset behind the guard, the pixel cap and the
-status classification), :mod:`.stored` (reading stored images back), :mod:`.layout` (status
+Modules, one idea each: :mod:`.guarded` (img2dataset behind the guard and the status
+classification), :mod:`.images` (how images are stored: the encode format, :class:`ImageSpec` and the
+pixel cap), :mod:`.stored` (reading stored images back), :mod:`.layout` (status
 columns, round folders and inputs), :mod:`.rounds` (running and reading a round, the worker pool)
 and :mod:`.entry` (:func:`download_urls`). Every log line goes to the ``fairsets.fetch.download``
 logger.
@@ -64,9 +65,9 @@ logger.
 from __future__ import annotations
 
 from .entry import download_urls
-from .guarded import RESIZE_MODES, GuardedDownloader, ImageSpec, PixelCappedResizer, classify_img2dataset
+from .guarded import GuardedDownloader, classify_img2dataset
+from .images import ENCODE_FORMAT, RESIZE_MODES, ImageSpec, PixelCappedResizer  # noqa: F401  (ENCODE_FORMAT: as before)
 from .layout import (  # noqa: F401  (the layout names and a round's inputs stay importable from here)
-    ENCODE_FORMAT,
     KEY_COL,
     STATUS_COLUMNS,
     STATUS_SCHEMA,

@@ -15,10 +15,9 @@ import pyarrow.parquet as pq
 from fairsets.core.atomic import atomic_path
 
 if TYPE_CHECKING:
-    from .guarded import ImageSpec
+    from .images import ImageSpec
 
 KEY_COL = "fairsets_key"
-ENCODE_FORMAT = "jpg"
 STATUS_COLUMNS: tuple[str, ...] = (
     "key",
     "url",
@@ -96,7 +95,7 @@ class _ShardInput:
     img2dataset keeps (``save_additional_columns``); its shards are written to ``out_dir``
     (img2dataset's layout: ``{shard}.tar``, ``{shard}.parquet``, ``{shard}_stats.json``) and the
     reader's temporary files to ``tmp_dir``. ``image`` is the
-    :class:`~fairsets.fetch.download.guarded.ImageSpec` (None: stored as downloaded).
+    :class:`~fairsets.fetch.download.images.ImageSpec` (None: stored as downloaded).
     """
 
     def __init__(

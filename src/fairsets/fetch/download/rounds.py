@@ -20,10 +20,10 @@ from fairsets.core.tables import write_table
 from .. import _img2dataset
 from ..guard import FetchPolicy, allowing_flag, url_problem
 from ..retry import user_agent as default_user_agent
-from .guarded import GuardedDownloader, ImageSpec, classify_img2dataset
+from .guarded import GuardedDownloader, classify_img2dataset
+from .images import ENCODE_FORMAT, ImageSpec
 from .layout import (
     _ROUND_STATUS,
-    ENCODE_FORMAT,
     KEY_COL,
     STATUS_COLUMNS,
     STATUS_SCHEMA,

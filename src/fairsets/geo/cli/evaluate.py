@@ -25,7 +25,8 @@ import typer
 from fairsets._cli_util import die
 from fairsets.core.console import DataTable, say, show
 
-from .profile import _METHOD_HELP, _OPTION_HELP, build_method
+from .options import _METHOD_HELP, _OPTION_HELP, check_min_confidence, min_confidence_option
+from .profile import build_method
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +87,8 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
         min_confidence: Annotated[
             float | None,
-            typer.Option(
-                "--min-confidence",
-                help="Operating threshold (0-1) for the methods that take one (offline, hybrid).",
+            min_confidence_option(
+                "Operating threshold (0-1) for the methods that take one (offline, hybrid)."
             ),
         ] = None,
         target_precision: Annotated[
@@ -115,14 +115,11 @@ def register(app: typer.Typer) -> None:
         names = list(dict.fromkeys(method or ["offline"]))
         if not 0.0 < target_precision <= 1.0:
             die(f"--target-precision must be in (0, 1], not {target_precision}")
-        if min_confidence is not None:
-            if not 0.0 <= min_confidence <= 1.0:
-                die(f"--min-confidence must be between 0 and 1, not {min_confidence}")
-            if not any(_takes(n, "min_confidence") for n in names):
-                die(
-                    f"--min-confidence: {', '.join(names)} give no confidence; "
-                    "use -m offline or -m hybrid (or drop the option)"
-                )
+        check_min_confidence(
+            min_confidence,
+            lambda: any(_takes(n, "min_confidence") for n in names),
+            f"{', '.join(names)} give no confidence; use -m offline or -m hybrid (or drop the option)",
+        )
         if bootstrap < 0:
             die(f"--bootstrap must be 0 or more, not {bootstrap}")
         try:

@@ -12,13 +12,9 @@ import typer
 from fairsets._cli_util import die
 from fairsets.core.console import say, text
 
-log = logging.getLogger(__name__)
+from .options import _METHOD_HELP, _OPTION_HELP, check_min_confidence, min_confidence_option
 
-_METHOD_HELP = "Method: string, ner, offline, llm or hybrid (see 'fairsets geo methods')."
-_OPTION_HELP = (
-    "Method option KEY=VALUE (repeatable; VALUE is JSON or a string; dotted keys nest: "
-    "-O llm.model=mixtral -O llm.base_url=http://127.0.0.1:8000/v1)."
-)
+log = logging.getLogger(__name__)
 
 
 def parse_options(pairs: list[str] | None) -> dict[str, Any]:
@@ -90,9 +86,8 @@ def register(app: typer.Typer) -> None:
         batch_size: Annotated[int, typer.Option(help="Captions per method call.")] = 4096,
         min_confidence: Annotated[
             float | None,
-            typer.Option(
-                "--min-confidence",
-                help="Keep a country only when its confidence is at least this (0-1; offline, hybrid).",
+            min_confidence_option(
+                "Keep a country only when its confidence is at least this (0-1; offline, hybrid)."
             ),
         ] = None,
         allow_reduced_gazetteer: Annotated[
@@ -149,11 +144,12 @@ def register(app: typer.Typer) -> None:
         try:
             options = parse_options(option)
             GEO_METHODS.get(method)
+            check_min_confidence(
+                min_confidence,
+                lambda: takes_option(method, "min_confidence"),
+                f"method {method} gives no confidence; use offline or hybrid",
+            )
             if min_confidence is not None:
-                if not 0.0 <= min_confidence <= 1.0:
-                    die(f"--min-confidence must be between 0 and 1, not {min_confidence}")
-                if not takes_option(method, "min_confidence"):
-                    die(f"--min-confidence: method {method} gives no confidence; use offline or hybrid")
                 options["min_confidence"] = min_confidence
             spec = method_spec(method, options)
         except (KeyError, ValueError, TypeError) as exc:

@@ -103,6 +103,24 @@ def _key_column(header: Sequence[str], what: str, path: Path) -> str:
     raise ValueError(f"{what} {path} needs an iso3, country or name column (it has: {', '.join(header)})")
 
 
+def _country_rows(
+    path: Path, what: str, columns: tuple[str, ...]
+) -> tuple[list[str], list[dict[str, str]], str, list[str]]:
+    """Header, rows, country column and each row's ISO alpha-3 code of a CSV of countries that needs
+    one of ``columns``; an error names what is missing (no country column, none of ``columns``, no
+    rows) or the countries not known."""
+    header, rows = _read_csv_rows(path, what)
+    key = _key_column(header, what, path)
+    if not any(col in header for col in columns):
+        raise ValueError(f"{what} {path} needs a {' or '.join(columns)} column (it has: {', '.join(header)})")
+    if not rows:
+        raise ValueError(f"{what} {path} has no rows")
+    codes = resolve_countries(
+        [r[key] for r in rows], what=f"{what} {path} column {key!r}", codes_only=key == "iso3"
+    )
+    return header, rows, key, codes
+
+
 def _numeric_column(rows: list[dict[str, str]], col: str, what: str, key: str) -> list[float]:
     values, bad = [], []
     for r in rows:

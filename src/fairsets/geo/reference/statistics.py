@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fairsets.core.atomic import atomic_write_text
 
 from ..countries import countries
-from .csvfiles import _key_column, _listing, _numeric_column, _read_csv_rows, resolve_countries
+from .csvfiles import _country_rows, _listing, _numeric_column
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,15 +77,7 @@ def load_reference(path: str | os.PathLike[str]) -> pd.DataFrame:
     """
     p = Path(path)
     what = "reference CSV"
-    header, rows = _read_csv_rows(p, what)
-    key = _key_column(header, what, p)
-    if "gdp" not in header and "population" not in header:
-        raise ValueError(f"{what} {p} needs a gdp or population column (it has: {', '.join(header)})")
-    if not rows:
-        raise ValueError(f"{what} {p} has no rows")
-    codes = resolve_countries(
-        [r[key] for r in rows], what=f"{what} {p} column {key!r}", codes_only=key == "iso3"
-    )
+    header, rows, key, codes = _country_rows(p, what, ("gdp", "population"))
     seen: dict[str, int] = {}
     for c in codes:
         seen[c] = seen.get(c, 0) + 1

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..countries import countries
-from .csvfiles import _key_column, _listing, _numeric_column, _read_csv_rows, resolve_countries
+from .csvfiles import _country_rows, _listing, _numeric_column
 from .statistics import GEONAMES_SOURCE
 
 if TYPE_CHECKING:
@@ -69,15 +69,7 @@ def load_weights(path: str | os.PathLike[str]) -> CountryWeights:
     """
     p = Path(path)
     what = "reference distribution CSV"
-    header, rows = _read_csv_rows(p, what)
-    key = _key_column(header, what, p)
-    if "weight" not in header:
-        raise ValueError(f"{what} {p} needs a weight column (it has: {', '.join(header)})")
-    if not rows:
-        raise ValueError(f"{what} {p} has no rows")
-    codes = resolve_countries(
-        [r[key] for r in rows], what=f"{what} {p} column {key!r}", codes_only=key == "iso3"
-    )
+    _, rows, key, codes = _country_rows(p, what, ("weight",))
     weights = _numeric_column(rows, "weight", f"{what} {p}", key)
     missing = [f"{r[key]}" for r, w in zip(rows, weights, strict=True) if math.isnan(w)]
     if missing:

@@ -1,84 +1,28 @@
-"""The ``offline`` method: mentions of places in a caption, their evidence, and the decision.
+"""The ``offline`` method: the rules' mentions of places in a caption, and the learned decision.
 
-The pipeline is described in :mod:`fairsets.geo.methods.offline`; the word lists it applies are in
-:mod:`~fairsets.geo.methods.offline.lexicon`, the word sets it loads in
-:mod:`~fairsets.geo.methods.offline.wordsets`.
+The pipeline is described in :mod:`fairsets.geo.methods.offline`. :class:`OfflineMethod` reads a
+caption with the rules of :class:`~fairsets.geo.methods.offline.rules.MentionRules` (mentions, their
+evidence and countries) and decides with the learned models of
+:mod:`~fairsets.geo.methods.offline.scorer` (the confidence); :func:`explain` shows both.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ...gazetteer import Gazetteer, Place, Token, gazetteer, name_key, tokenize
+from ...gazetteer import Token
 from ..base import GEO_METHODS, GeoMethod, Prediction
-from .evidence import admin_code_countries, is_slug, loose_uk, postcodes
-from .lexicon import (
-    _GLUE,
-    BRANDS,
-    CONTAINERS,
-    COUNTRY_PRIOR,
-    DEMONYM_BLOCKERS,
-    KIND_STRENGTH,
-    MONTHS,
-    PEOPLE_NOUNS,
-    PLACE_NOUNS,
-    PREPOSITIONS,
-    REGION_POPULATION,
-    STOPWORDS,
-    STYLE_WORDS,
-    TITLES,
-    WEAK,
-)
-from .organisations import find_organisations
+from .mentions import Mention, mention_text
+from .rules import MentionRules
 from .scorer import COMMERCIAL, Scorer, caption_features, load_scorer, mention_features, scorer_from_file
-from .wordsets import _english_words, _false_friends, _given_names, _zipf
 
 __all__ = ["Mention", "OfflineMethod", "explain"]
 
-_FEDERAL = frozenset({"USA", "CAN", "AUS"})  # countries whose states/provinces captions name alone
 
-
-def _case_mode(tokens: list[Token]) -> str:
-    words = [t.text for t in tokens if t.text[:1].isalpha()]
-    if not words:
-        return "lower"
-    lower = sum(w[:1].islower() for w in words)
-    if all(not w.islower() and w.upper() == w for w in words if len(w) > 1) and any(
-        len(w) > 1 for w in words
-    ):
-        return "upper"
-    if lower == len(words):
-        return "lower"
-    long_words = [w for w in words if len(w) > 3]
-    if long_words and sum(w[:1].isupper() for w in long_words) / len(long_words) >= 0.75:
-        return "title"
-    return "normal"
-
-
-@dataclass
-class Mention:
-    start: int  # token index
-    end: int
-    key: str
-    places: tuple[Place, ...]
-    strength: float
-    weights: dict[str, float]
-    note: str = ""
-    listed: bool = False  # separated from another mention by a comma only
-    #: What the rules saw (common word, capital, evidence, …): the learned scorer's raw context.
-    ctx: dict[str, float] = field(default_factory=dict)
-
-
-def _text(caption: str, tokens: list[Token], m: Mention) -> str:
-    """The words of the caption a mention covers, as written."""
-    return caption[tokens[m.start].start : tokens[m.end - 1].end]
-
-
-class OfflineMethod(GeoMethod):
+class OfflineMethod(MentionRules, GeoMethod):
     """Gazetteer entities + population priors + context rules; see the module docstring."""
 
     name = "offline"
@@ -120,17 +64,6 @@ class OfflineMethod(GeoMethod):
         self._init_rules(min_population, coupling, prominence)
         return self
 
-    def _init_rules(self, min_population: int, coupling: float, prominence: float) -> None:
-        self.coupling = float(coupling)
-        self.prominence = float(prominence)
-        self.gaz: Gazetteer = gazetteer(int(min_population))
-        self.words = _english_words()
-        self.given = _given_names()
-        self.false_friends = _false_friends()
-        self.zipf = _zipf()
-        self._common_cache: dict[str, bool] = {}
-        self.admin_shared = {k: v for k, v in admin_code_countries().items() if len(v) > 1}
-
     # -- public ---------------------------------------------------------------------------------
     def predict(self, captions: Sequence[str]) -> list[str | None]:
         return [self.predict_one(c) for c in captions]
@@ -155,345 +88,6 @@ class OfflineMethod(GeoMethod):
             "min_confidence": self.min_confidence,
         }
 
-    # -- internals ------------------------------------------------------------------------------
-    def _is_common(self, key: str, places: tuple[Place, ...]) -> bool:
-        """Is this name (also) an ordinary English word, more often than a place name?
-
-        Single words: in the dictionary, and used more than a place of that size would be
-        (``wordfreq`` Zipf frequency above what the population predicts; without wordfreq the
-        dictionary alone decides). Multi-word names: every word is a dictionary word
-        ("Mountain View", "East Side", "the village"). Names of cities of a million or more are
-        never common ("Berlin" is a dictionary word too).
-        """
-        hit = self._common_cache.get(key)
-        if hit is not None:
-            return hit
-        biggest = max((p.population for p in places if p.kind == "city"), default=0)
-        toks = key.split(" ")
-        if biggest >= 1_000_000:
-            hit = False
-        elif len(toks) > 1:
-            # "berlin wall" (a city of a million first), "nova scotia" (a state or province) are
-            # names even when every word is also in the dictionary.
-            named = any(p.kind == "region" and p.iso3 in _FEDERAL for p in places) or any(
-                p.kind == "city" and p.population >= 1_000_000 for p in self.gaz.lookup(toks[0])
-            )
-            hit = not named and all(t in self.words or t in _GLUE for t in toks)
-        elif key not in self.words:
-            hit = False
-        elif self.zipf is None:
-            hit = True
-        else:
-            pop = max([biggest] + [REGION_POPULATION for p in places if p.kind in ("region", "place")])
-            expected = 1.6 + 0.65 * (math.log10(max(pop, 1000)) - 3.5)
-            hit = self.zipf(key) >= max(3.0, expected + 0.8)
-        self._common_cache[key] = hit
-        return hit
-
-    def _blocked(self, tokens: list[Token]) -> set[int]:
-        blocked: set[int] = set()
-        keys = [t.key for t in tokens]
-        ff = self.false_friends
-        for i, k in enumerate(keys):
-            for phrase in ff.get(k, ()):
-                n = len(phrase)
-                if tuple(keys[i : i + n]) == phrase:
-                    blocked.update(range(i, i + n))
-                    break
-        return blocked
-
-    def _is_word(self, key: str) -> bool:
-        """A dictionary word, allowing plural and verb endings ("suppliers", "rooms", "parked")."""
-        w = self.words
-        if key in w:
-            return True
-        for suffix, repl in (
-            ("ies", "y"),
-            ("es", ""),
-            ("s", ""),
-            ("ed", ""),
-            ("ed", "e"),
-            ("ing", ""),
-            ("ing", "e"),
-        ):
-            if key.endswith(suffix) and len(key) > len(suffix) + 2 and key[: -len(suffix)] + repl in w:
-                return True
-        return False
-
-    @staticmethod
-    def _biggest(places: tuple[Place, ...]) -> int:
-        return max((p.population for p in places if p.kind == "city"), default=0)
-
-    def _city_strength(self, pop: int) -> float:
-        if pop <= 0:
-            return 1.0
-        return min(2.4, max(0.9, 0.9 + 0.35 * (math.log10(pop) - 3)))
-
-    def _mention(
-        self, tokens: list[Token], caption: str, mode: str, i: int, j: int, key: str
-    ) -> Mention | None:
-        places = self.gaz.lookup(key)
-        first = tokens[i]
-        prev = tokens[i - 1].key if i > 0 else ""
-        nxt = tokens[j] if j < len(tokens) else None
-        nxt_key = nxt.key if nxt else ""
-        capital = first.text[:1].isupper()
-        top_kind = places[0].kind
-
-        if key in MONTHS or key in STOPWORDS:
-            return None
-        # Exact-case abbreviations only: "US"/"UK" yes, "us" never.
-        if top_kind == "code" and not (
-            first.text.isupper() or "." in caption[first.start : tokens[j - 1].end + 1]
-        ):
-            places = tuple(p for p in places if p.kind != "code")
-            if not places:
-                return None
-            top_kind = places[0].kind
-
-        strength = KIND_STRENGTH.get(top_kind, 0.0)
-        if top_kind == "city":
-            strength = self._city_strength(max(p.population for p in places if p.kind == "city"))
-
-        note = top_kind
-        # Styles, dishes, breeds and languages are not places ("Spanish colonial style",
-        # "Thai green curry", "Santa Fe style"); nor are "Latin American", "pan-African".
-        after = [t.key for t in tokens[j : j + 2]]
-        demonym = top_kind in ("demonym", "region_demonym", "demonym_ambiguous")
-        if (demonym and (any(a in STYLE_WORDS for a in after) or prev in DEMONYM_BLOCKERS)) or (
-            nxt_key in ("style", "styled", "inspired", "themed")
-        ):
-            return None
-        if demonym and nxt_key in PEOPLE_NOUNS:
-            strength *= 0.5  # "German tourists in Mallorca": where they are beats who they are
-        # People: "Queen Victoria", "Sydney Sweeney", "Jordan Peterson"; car models: "Hyundai Tucson".
-        words = key.split(" ", 2)
-        # ... but "Queen Street, Auckland", "King Street" are streets: a place noun after the title.
-        titled = words[0] in TITLES and not (len(words) > 1 and words[1] in PLACE_NOUNS)
-        if (prev in TITLES or titled) and top_kind not in (
-            "country",
-            "alias",
-            "code",
-        ):
-            return None
-        if prev in BRANDS or key in BRANDS:
-            return None
-        sep_after = caption[tokens[j - 1].end : nxt.start] if nxt else ""
-        if (
-            j - i == 1
-            and key in self.given
-            and nxt is not None
-            and sep_after == " "
-            and nxt.text[:1].isupper()
-            and not nxt.text.isupper()
-            and nxt_key not in PLACE_NOUNS
-            and not self._is_word(nxt_key)
-        ):
-            return None
-
-        # "Kawhi Leonard": a capitalised non-word before a single-word town is a first name.
-        if (
-            top_kind == "city"
-            and j - i == 1
-            and i > 0
-            and capital
-            and mode != "upper"
-            and caption[tokens[i - 1].end : first.start] == " "
-            and tokens[i - 1].text[:1].isupper()
-            and not self._is_word(prev)
-            and prev not in self.gaz.first_tokens
-        ):
-            return None
-        common = top_kind not in ("code", "demonym", "region_demonym") and (
-            self._is_common(key, places) or top_kind == "demonym_ambiguous"
-        )
-        lower_in_cased = not capital and mode in ("normal", "title")
-        if common and lower_in_cased:
-            return None  # "nice view", "for sale", "china plates", "at sunset" in a cased caption
-        # Evidence for names that are also ordinary words (or given names, or in lower case).
-        evidence = 0.0
-        if prev in PREPOSITIONS:
-            evidence += 1.0
-        if nxt_key in PLACE_NOUNS and not common:
-            evidence += 1.0 if capital else 0.5
-        multi_cap = j - i > 1 and all(t.text[:1].isupper() for t in tokens[i:j])
-        if mode == "normal" and capital and multi_cap and not common:
-            evidence += 1.0  # a capitalised multi-word name in a sentence: "Key West", "Gold Coast"
-        elif mode == "normal" and capital and i > 0:
-            evidence += 0.5
-        needed = 0.5 if top_kind in ("country", "alias") else 1.0
-        if (common or lower_in_cased) and evidence < needed:
-            strength *= WEAK
-            note += ":weak"
-        elif top_kind == "city" and evidence >= 1.0:
-            strength = max(strength, 1.2)  # "in Hokitika": small places need a little context
-
-        weights = self._weights(places)
-        if nxt_key == "state" and any(p.kind == "region" and p.iso3 == "USA" for p in places):
-            weights = {"USA": 1.0}  # "Georgia state flag", "Washington State": the US state
-        ctx = {
-            "common": float(common),
-            "lower_in_cased": float(lower_in_cased),
-            "evidence": evidence,
-            "capital": float(capital),
-            "given": float(key in self.given),
-            "is_word": float(all(self._is_word(t) for t in key.split())),
-        }
-        return Mention(i, j, key, places, strength, weights, note, ctx=ctx)
-
-    def _weights(self, places: tuple[Place, ...]) -> dict[str, float]:
-        """Each candidate country's share: population × prior, cities also by their prominence.
-
-        ``prominence`` (learned, see :mod:`.training`) weighs a city by how many alternate names
-        GeoNames lists for it relative to a typical city's 20, so the Sorrento of the Amalfi coast
-        outweighs its namesakes of similar size.
-        """
-        best: dict[str, float] = {}
-        b = self.prominence
-        for p in places:
-            if p.kind == "city":
-                pop = (p.population or 1000) * (((1 + p.names) / 21.0) ** b if b else 1.0)
-            elif p.kind in ("country", "alias", "code", "demonym", "demonym_ambiguous"):
-                pop = max(p.population, REGION_POPULATION) * 10
-            else:
-                pop = REGION_POPULATION
-            w = pop * COUNTRY_PRIOR.get(p.iso3, 1.0)
-            if w > best.get(p.iso3, 0.0):
-                best[p.iso3] = w
-        total = sum(best.values()) or 1.0
-        return {k: v / total for k, v in best.items()}
-
-    def _admin_code(self, tokens: list[Token], caption: str, i: int, after_place: bool) -> Mention | None:
-        tok = tokens[i]
-        if not (tok.text.isupper() and 2 <= len(tok.text) <= 3 and i > 0):
-            return None
-        iso3 = self.gaz.admin_codes.get(tok.text)
-        if iso3 is None:
-            return None
-        shared = self.admin_shared.get(tok.text, (iso3,))
-        sep = caption[tokens[i - 1].end : tok.start]
-        prev = tokens[i - 1]
-        loose = sep == " " and prev.text[:1].isupper() and prev.key not in self.words
-        if "," not in sep and not (sep == " " and after_place) and not loose:
-            return None
-        # "WA" is Washington and Western Australia: spread over both, the town next to it decides.
-        places = tuple(Place(c, "admin_code", 0, tok.text) for c in shared)
-        weights = {c: 1.0 / len(shared) for c in shared}
-        return Mention(i, i + 1, tok.key, places, KIND_STRENGTH["admin_code"], weights, "admin_code")
-
-    def _mentions(self, caption: str) -> list[Mention]:
-        return self._analyse(caption)[2]
-
-    def _analyse(self, caption: str) -> tuple[list[Token], str, list[Mention]]:
-        """Tokens, the caption's case mode and its mentions after the rules."""
-        tokens = tokenize(caption)
-        if not tokens:
-            return tokens, "lower", []
-        mode = "slug" if is_slug(caption) else _case_mode(tokens)  # a slug's case says nothing
-        mentions = self._find(caption, tokens, "lower" if mode == "slug" else mode)
-        return tokens, mode, mentions
-
-    def _find(self, caption: str, tokens: list[Token], mode: str) -> list[Mention]:
-        mentions: list[Mention] = []
-        taken: set[int] = set()
-        posts: list[Mention] = []
-        # Teams, universities, stadiums and institutions of one country, before the false friends
-        # are masked: "Manchester United" is not the city, but it is English.
-        for s, e, iso3, _kind in find_organisations(tokens):
-            text = caption[tokens[s].start : tokens[e - 1].end]
-            place = Place(iso3, "organisation", 0, text)
-            strength = KIND_STRENGTH["organisation"]
-            key = " ".join(t.key for t in tokens[s:e])
-            posts.append(Mention(s, e, key, (place,), strength, {iso3: 1.0}, "organisation"))
-            taken.update(range(s, e))
-        blocked = self._blocked(tokens)  # false friends and brands ("Kia Sorento"): not places
-        for s, e, iso3 in postcodes(caption):
-            span = [k for k, t in enumerate(tokens) if t.start >= s and t.end <= e]
-            if span:
-                place = Place(iso3, "postcode", 0, caption[s:e])
-                strength = KIND_STRENGTH["postcode"]
-                key = name_key(caption[s:e])
-                posts.append(Mention(span[0], span[-1] + 1, key, (place,), strength, {iso3: 1.0}, "postcode"))
-                taken.update(span)
-        for i, j, key in self.gaz.matches(tokens, blocked):
-            if taken and not taken.isdisjoint(range(i, j)):
-                continue
-            if key == "uk" and loose_uk(caption, tokens[i].start, tokens[i].end):
-                place = Place("GBR", "code", 0, tokens[i].text)  # "Coats Uk", "tweed, uk"
-                mentions.append(Mention(i, j, key, (place,), KIND_STRENGTH["code"], {"GBR": 1.0}, "code"))
-                taken.add(i)
-                continue
-            if j - i == 1 and mode != "upper" and i > 0 and mentions and mentions[-1].end == i:
-                m = self._admin_code(tokens, caption, i, True)  # "Birmingham, AL", "Lancaster PA"
-                if m is not None:
-                    mentions.append(m)
-                    taken.add(i)
-                    continue
-            m = self._mention(tokens, caption, mode, i, j, key)
-            if m is not None:
-                mentions.append(m)
-                taken.update(range(i, j))
-        mentions.extend(posts)
-        ends = {m.end for m in mentions}
-        for i in range(1, len(tokens)):
-            if i not in taken and i not in blocked and mode != "upper":
-                m = self._admin_code(tokens, caption, i, i in ends)
-                if m is not None:
-                    mentions.append(m)
-        mentions.sort(key=lambda m: m.start)
-        for a, b in itertools.pairwise(mentions):
-            sep = caption[tokens[a.end - 1].end : tokens[b.start].start]
-            if b.start == a.end and sep.strip() in ("", ",", "-", "|", "(", "/"):
-                if sep.strip():
-                    a.listed = b.listed = True
-                # "Paris, Texas", "Athens, Georgia", "Perth, Scotland": read both names as
-                # the country they share, when they share one.
-                # (in a fixed order: the same float sums in every process)
-                shared = sorted(set(a.weights) & set(b.weights))
-                container = b.note in CONTAINERS and not a.note.endswith(":weak")
-                if container and shared and (len(a.weights) > 1 or len(b.weights) > 1):
-                    for m in (a, b):
-                        total = sum(m.weights[c] for c in shared) or 1.0
-                        m.weights = {c: m.weights[c] / total for c in shared}
-        return mentions
-
-    def _score(self, caption: str) -> tuple[dict[str, float], list[Mention]]:
-        """The rules' country scores (before the learned scorer) and the mentions."""
-        mentions = self._mentions(caption)
-        scores, _ = self._distribute(mentions)
-        return scores, mentions
-
-    def _distribute(self, mentions: list[Mention]) -> tuple[dict[str, float], list[dict[str, float]]]:
-        """Rule scores per country, and each mention's distribution over its countries.
-
-        Mentions that support the same country reinforce each other; an adjacent pair ("Reading,
-        Berkshire", "Paris, Texas") lends its neighbour the evidence it lacks.
-        """
-        scores: dict[str, float] = {}
-        dists: list[dict[str, float]] = []
-        for idx, m in enumerate(mentions):
-            support: dict[str, float] = {}
-            for jdx, o in enumerate(mentions):
-                if jdx == idx:
-                    continue
-                adjacent = o.start == m.end or o.end == m.start
-                near = abs(o.start - m.end) <= 2 or abs(m.start - o.end) <= 2
-                factor = 1.0 + (1.0 if adjacent else 0.5 if near else 0.0)
-                for c, w in o.weights.items():
-                    support[c] = support.get(c, 0.0) + o.strength * w * factor
-            strength = m.strength
-            if m.note.endswith(":weak") and any(support.get(c, 0) >= 1.0 for c in m.weights):
-                strength /= WEAK  # a neighbour of the same country is the evidence it lacked
-            elif m.note.endswith(":weak") and m.listed:
-                strength /= WEAK  # "Petra, Jordan": a comma-separated list of places
-            raw = {c: w * (1.0 + self.coupling * support.get(c, 0.0)) for c, w in m.weights.items()}
-            total = sum(raw.values()) or 1.0
-            dist = {c: v / total for c, v in raw.items()}
-            dists.append(dist)
-            for c, v in dist.items():
-                scores[c] = scores.get(c, 0.0) + strength * v
-        return scores, dists
-
     def _decision(self, caption: str) -> _Decision:
         tokens, mode, mentions = self._analyse(caption)
         if not mentions:
@@ -506,7 +100,8 @@ class OfflineMethod(GeoMethod):
         score = self.scorer.caption.prob(cfeats)
         used = [k for k, s in enumerate(shares) if s > 0.0]
         words = "; ".join(
-            f"{_text(caption, tokens, mentions[k])} ({mentions[k].note.split(':', 1)[0]} {probs[k]:.2f})"
+            f"{mention_text(caption, tokens, mentions[k])} "
+            f"({mentions[k].note.split(':', 1)[0]} {probs[k]:.2f})"
             for k in sorted(used, key=lambda k: -probs[k] * shares[k])
         )
         keep = score >= self.min_confidence and sum(scores.values()) >= self.threshold
@@ -523,7 +118,8 @@ class OfflineMethod(GeoMethod):
         scorer sees at prediction time and :mod:`.training` learns from."""
         commercial = sum(1 for t in tokens if t.key in COMMERCIAL)
         return commercial, [
-            mention_features(self, tokens, mode, mentions, k, commercial) for k in range(len(mentions))
+            mention_features(tokens, mode, mentions, k, commercial, words=self.words, zipf=self.zipf)
+            for k in range(len(mentions))
         ]
 
     @staticmethod
@@ -573,7 +169,7 @@ def explain(caption: str, method: OfflineMethod | None = None) -> dict[str, Any]
         "rule_scores": {k: round(v, 3) for k, v in sorted(d.scores.items(), key=lambda kv: -kv[1])[:5]},
         "mentions": [
             {
-                "text": _text(caption, tokens, m),
+                "text": mention_text(caption, tokens, m),
                 "kind": m.note,
                 "place_probability": round(p, 4),
                 "rule_strength": round(m.strength, 3),

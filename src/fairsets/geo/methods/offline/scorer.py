@@ -1,6 +1,6 @@
 """The learned part of ``offline``: is a mention a place, and how sure is the caption's answer?
 
-The rules in :mod:`~fairsets.geo.methods.offline.method` find *candidate* mentions and read their
+The rules in :mod:`~fairsets.geo.methods.offline.rules` find *candidate* mentions and read their
 context (a capital letter, a preposition before, a place noun after, a dictionary word, a given
 name, the neighbouring mentions, postal codes). Two small logistic models, learned from labelled
 captions and shipped as ``fairsets/geo/data/offline_scorer.json``, turn that into probabilities:
@@ -30,15 +30,16 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...countries import data_text
+from .mentions import is_word
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...gazetteer import Token
-    from .method import Mention, OfflineMethod
+    from .mentions import Mention
 
 __all__ = [
     "CAPTION_FEATURES",
@@ -289,21 +290,27 @@ def scorer_from_json(data: dict[str, object]) -> Scorer:
     )
 
 
-def _capital_nonword(method: OfflineMethod, tok: Token | None, mode: str) -> float:
+def _capital_nonword(words: Container[str], tok: Token | None, mode: str) -> float:
     if tok is None or mode in ("upper", "title") or not tok.text[:1].isupper() or tok.text.isupper():
         return 0.0
-    return float(not method._is_word(tok.key))
+    return float(not is_word(words, tok.key))
 
 
 def mention_features(
-    method: OfflineMethod,
     tokens: list[Token],
     mode: str,
     mentions: list[Mention],
     k: int,
     commercial: int,
+    *,
+    words: Container[str],
+    zipf: Callable[[str], float] | None,
 ) -> list[float]:
-    """The :data:`MENTION_FEATURES` vector of ``mentions[k]``."""
+    """The :data:`MENTION_FEATURES` vector of ``mentions[k]``.
+
+    ``words`` and ``zipf``: the dictionary words and wordfreq's Zipf frequency (None without
+    wordfreq) the rules used (``OfflineMethod.words`` and ``.zipf``).
+    """
     from .lexicon import PLACE_NOUNS, PREPOSITIONS
 
     m = mentions[k]
@@ -314,7 +321,7 @@ def mention_features(
     nxt = tokens[m.end] if m.end < n else None
     pop = max((p.population for p in m.places if p.kind == "city"), default=0)
     single = m.end - m.start == 1
-    zipf = method.zipf(m.key) if (method.zipf is not None and single) else 0.0
+    key_zipf = zipf(m.key) if (zipf is not None and single) else 0.0
     support = 0.0
     adjacent = 0.0
     for j, o in enumerate(mentions):
@@ -332,7 +339,7 @@ def mention_features(
         float(m.note.endswith(":weak")),
         ctx.get("common", 0.0),
         ctx.get("is_word", 0.0),
-        zipf,
+        key_zipf,
         ctx.get("given", 0.0),
         math.log10(pop) if pop > 0 else 0.0,
         float(kind == "city" and 0 < pop < 20_000),
@@ -351,8 +358,8 @@ def mention_features(
         float(not single),
         float(prev is not None and prev.key in PREPOSITIONS),
         float(prev is not None and prev.key == "by"),
-        _capital_nonword(method, prev, mode),
-        _capital_nonword(method, nxt, mode),
+        _capital_nonword(words, prev, mode),
+        _capital_nonword(words, nxt, mode),
         float(nxt is not None and nxt.key in PLACE_NOUNS),
         float(nxt is not None and nxt.key[:1].isdigit()),
         float(nxt is not None and nxt.key in COMMERCIAL),
