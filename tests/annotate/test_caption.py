@@ -28,7 +28,7 @@ from PIL import Image
 
 from cli_helpers import assert_one_line_error, run_cli
 from fairsets.annotate import layout
-from fairsets.annotate.caption import (
+from fairsets.annotate.captions.caption import (
     MAX_CAPTION_CHARS,
     _captioner_lock,
     caption_boxes,
@@ -36,10 +36,10 @@ from fairsets.annotate.caption import (
     prompt_sha256,
     stage,
 )
-from fairsets.annotate.chat_requests import CAPTION_VIEW
-from fairsets.annotate.items import BoxItem, views
+from fairsets.annotate.chat.items import BoxItem, views
+from fairsets.annotate.chat.requests import CAPTION_VIEW
+from fairsets.annotate.chat.views import DEFAULT_CAPTION_PROMPT, line_width
 from fairsets.annotate.read import captions as read_captions
-from fairsets.annotate.views import DEFAULT_CAPTION_PROMPT, line_width
 from openai_server import OpenAIServer, Step
 
 KEY_ENV = "FAIRSETS_TEST_CAPTIONER_KEY"

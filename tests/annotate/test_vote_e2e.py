@@ -27,9 +27,9 @@ import pytest
 from ann_data import GENDER, RACE, make_ann
 from annotator_script import Annotator, annotators_toml
 
-from fairsets.annotate.labels import item_id
-from fairsets.annotate.vote import output_paths, vote_boxes
-from fairsets.annotate.vote_prompts import build_question
+from fairsets.annotate.heads.labels import item_id
+from fairsets.annotate.vote.prompts import build_question
+from fairsets.annotate.vote.run import output_paths, vote_boxes
 from openai_server import Step
 
 KEY_ENV = "FAIRSETS_TEST_VOTE_KEY"
@@ -500,8 +500,8 @@ def test_a_cached_rerun_renders_nothing_and_a_changed_image_is_asked_again(
 
     from PIL import Image
 
-    import fairsets.annotate.views as views_mod
-    import fairsets.annotate.vote as vote_mod
+    import fairsets.annotate.chat.views as views_mod
+    import fairsets.annotate.vote.run as vote_mod
 
     ann, n = gender_ann, len(gender_ann.truth)
     images = _store_real_sha256(ann)

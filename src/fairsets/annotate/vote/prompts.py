@@ -38,9 +38,10 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10 needs the tomli backport
     import tomli as tomllib  # type: ignore[no-redef]
 
-from ..core.data import derive_seed
-from ..core.plurals import word_forms
-from .layout import AnnotationError
+from fairsets.core.data import derive_seed
+from fairsets.core.plurals import word_forms
+
+from ..layout import AnnotationError
 
 __all__ = [
     "ATTRIBUTES",
@@ -148,7 +149,7 @@ def build_question(attribute: str, item_id: str, seed: int, *, annotator: str = 
 
     Args:
         attribute: ``gender`` or ``race``.
-        item_id: The item (``"{shard}/{key}/{box_id}"``, :func:`fairsets.annotate.labels.item_id`).
+        item_id: The item (``"{shard}/{key}/{box_id}"``, :func:`fairsets.annotate.heads.labels.item_id`).
         seed: The vote's seed.
         annotator: The annotator's name; each annotator sees its own option order.
 

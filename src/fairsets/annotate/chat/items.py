@@ -7,7 +7,7 @@ about kept boxes. This module is what they share:
   ``annotate persons`` run finished, with its image's alt-text, sorted by ``(shard, key, box_id)``;
 * :func:`sample` — ``n`` of them chosen by a hash of ``(seed, salt, item)``: the same seed gives
   the same sample on any machine, and a larger ``n`` keeps every item a smaller one chose;
-* :func:`views` — the JPEG each item is shown as (:func:`fairsets.annotate.views.render`: the crop,
+* :func:`views` — the JPEG each item is shown as (:func:`fairsets.annotate.chat.views.render`: the crop,
   or the whole image with a red box), reading each image once from its shard; an item whose image
   is gone or no longer decodes comes back with a reason instead;
 * :func:`remember_view` / :func:`view_digest` — the *view index*: for each box, the SHA-256 of the
@@ -34,8 +34,8 @@ from typing import Any
 
 from fairsets.core.data import derive_seed
 
-from . import layout
-from .labels import item_id
+from .. import layout
+from ..heads.labels import item_id
 
 __all__ = [
     "RENDER_VERSION",
@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 _IMAGES_PER_READ = 64
-#: Part of every view-index key: bump it when :func:`fairsets.annotate.views.render` draws the same
+#: Part of every view-index key: bump it when :func:`fairsets.annotate.chat.views.render` draws the same
 #: box with the same settings differently, so that the index no longer answers for old renders.
 RENDER_VERSION = "views-1"
 _VIEW_DEFAULTS: dict[str, Any] = {"view": "crop", "max_side": 768, "width": 3, "pad": 0.0, "quality": 90}
@@ -71,7 +71,7 @@ class BoxItem:
 
     @property
     def item(self) -> str:
-        """``"{shard}/{key}/{box_id}"`` (:func:`fairsets.annotate.labels.item_id`)."""
+        """``"{shard}/{key}/{box_id}"`` (:func:`fairsets.annotate.heads.labels.item_id`)."""
         return item_id(self.shard, self.key, self.box_id)
 
 
@@ -86,7 +86,7 @@ def _finished(ann: Path, manifest: dict[str, Any]) -> list[str]:
 
 def shard_refs(ann: str | os.PathLike[str]) -> dict[str, Any]:
     """``name → ShardRef`` of the folder's inputs (the manifest's ``inputs``)."""
-    from .shards import ShardRef
+    from ..shards import ShardRef
 
     manifest = layout.read_manifest(ann)
     return {ref["name"]: ShardRef.from_json(ref) for ref in manifest.get("inputs") or []}
@@ -156,8 +156,8 @@ def views(
     ``max_pixels`` limits, each image once for all its boxes (items of one image should be
     adjacent, as :func:`kept_boxes` and :func:`sample` give them).
     """
-    from .images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, ImageRejected, decode
-    from .shards import read_images
+    from ..images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, ImageRejected, decode
+    from ..shards import read_images
     from .views import render
 
     manifest = layout.read_manifest(ann)

@@ -5,7 +5,7 @@ weights fit in one file that ``pretrained`` loads again: ``torchvision:*`` and `
 models (an ``hf:`` model: train the linear head instead).
 
 The model is ``softmax(W · normalise(encoder(crop)) + b)``. ``W, b`` start from the logistic head
-fitted on the frozen embeddings (``fairsets.annotate.train.fit_logistic``), so epoch 0 is that
+fitted on the frozen embeddings (``fairsets.annotate.heads.train.fit_logistic``), so epoch 0 is that
 head. Each epoch shuffles the training crops (seeded), and AdamW updates the encoder (at
 ``lr``) and ``W, b`` (at ``head_lr``) on the cross-entropy. After every epoch the validation
 accuracy is measured; the best epoch (ties: the earlier, epoch 0 included) is kept. Its encoder

@@ -240,7 +240,7 @@ def _checked_names(m: Mapping[str, Any]) -> str:
     code spans and URLs (and the attribute in column names), where no escape applies."""
     from fairsets.publish.hub import PublishError, validate_repo_id
 
-    from .layout import check_attribute
+    from ..layout import check_attribute
 
     try:
         repo = validate_repo_id(str(_require(m, "repo_id")))

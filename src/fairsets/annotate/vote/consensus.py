@@ -1,7 +1,7 @@
 """Consensus of an annotator vote: which boxes keep a label, and how well the annotators agreed.
 
 Several annotators (multimodal models) each give one label per item, or none when their reply
-was invalid or refused (:func:`fairsets.annotate.vote_prompts.parse_answer`). Only consensus
+was invalid or refused (:func:`fairsets.annotate.vote.prompts.parse_answer`). Only consensus
 labels are kept, so the heads train on clean labels:
 
 * **all**: every annotator gave the same label. An invalid or refused reply is not agreement, so
@@ -16,7 +16,7 @@ Then each label keeps at most ``per_class_cap`` items (default 25000, as in the 
 by a hash of ``(seed, label, item)``: the same seed keeps the same items, and adding items to the
 vote never swaps out items already kept unless the cap forces it.
 
-The rows are a LABELS table (:mod:`fairsets.annotate.labels`: ``shard, key, box_id, label``) with
+The rows are a LABELS table (:mod:`fairsets.annotate.heads.labels`: ``shard, key, box_id, label``) with
 the extra columns ``agreement`` (share of annotators that voted the label), ``rule`` (``all`` or
 ``relaxed``) and ``votes`` (JSON: annotator → label, or ``invalid`` / ``refused``), which LABELS
 readers ignore. The statistics (:func:`consensus`'s ``stats``) are JSON-ready; every κ comes from
@@ -37,9 +37,10 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from ..core.atomic import atomic_write_text
-from ..core.data import derive_seed
-from .agreement import (
+from fairsets.core.atomic import atomic_write_text
+from fairsets.core.data import derive_seed
+
+from ..agreement import (
     confusion_matrix,
     fleiss_kappa,
     fleiss_table,
@@ -47,8 +48,8 @@ from .agreement import (
     krippendorff_alpha,
     ratings_table,
 )
-from .labels import item_id
-from .vote_prompts import INVALID, OK, REFUSED
+from ..heads.labels import item_id
+from .prompts import INVALID, OK, REFUSED
 
 __all__ = ["DEFAULT_CAP", "ROW_COLUMNS", "Ballot", "Consensus", "consensus", "write_labels"]
 
@@ -295,7 +296,7 @@ def write_labels(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]]
     suffix = target.suffix.lower()
     data = [{c: row.get(c) for c in ROW_COLUMNS} for row in rows]
     if suffix in (".parquet", ".pq"):
-        from ..core.tables import write_table
+        from fairsets.core.tables import write_table
 
         write_table(target, data, order=ROW_COLUMNS)
         return target

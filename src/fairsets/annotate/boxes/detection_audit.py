@@ -47,8 +47,8 @@ import numpy as np
 
 from fairsets.core.atomic import atomic_write_text
 
-from . import layout, read
-from .verify import open_human_csv
+from .. import layout, read
+from ..human_csv import open_human_csv
 
 __all__ = [
     "AREA_FRACTION_CLASSES",

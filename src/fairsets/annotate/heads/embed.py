@@ -6,7 +6,7 @@ and normalises it, and :meth:`~fairsets.models.VLM.embed_images` runs one forwar
 Embeddings are returned as the encoder gives them (not L2-normalised; a head normalises them
 itself when it was trained that way).
 
-:func:`embed_labelled` embeds the crops a LABELS file names (:mod:`fairsets.annotate.labels`)
+:func:`embed_labelled` embeds the crops a LABELS file names (:mod:`fairsets.annotate.heads.labels`)
 through a cache (:class:`fairsets.models.embedding_cache.EmbeddingCache`) keyed by the crop's id
 ``"{shard}/{key}/{box_id|image}"`` and the sha256 of its pixels. ``fairsets annotate train`` keeps
 it in ``ANN/.fairsets/embeddings/{encoder slug}/`` (with ``--shards``: in
@@ -27,10 +27,10 @@ import numpy as np
 from fairsets.core.progress import Progress
 from fairsets.models.embedding_cache import EmbeddingCache
 
-from .images import DEFAULT_MAX_BYTES, ImageRejected, crop, decode
+from ..images import DEFAULT_MAX_BYTES, ImageRejected, crop, decode
+from ..layout import AnnotationError, boxes_path
+from ..shards import ShardRef, read_images
 from .labels import LabelRow
-from .layout import AnnotationError, boxes_path
-from .shards import ShardRef, read_images
 
 if TYPE_CHECKING:
     from fairsets.models import VLM

@@ -8,20 +8,19 @@ reported with its interval. :func:`compare_captioners` does this for an annotati
 1. **Sample.** ``n`` kept boxes are chosen with
    ``items.sample(items.kept_boxes(ann), n, seed, salt="compare-captioners")`` — the same boxes on
    any machine for the same seed, and a larger ``n`` keeps every box a smaller one chose.
-2. **Caption.** Each box is rendered as :data:`~fairsets.annotate.chat_requests.CAPTION_VIEW` (the
+2. **Caption.** Each box is rendered as :data:`~fairsets.annotate.chat.requests.CAPTION_VIEW` (the
    whole image, the box framed in red) and captioners A and B are asked, concurrently, with
-   :func:`~fairsets.annotate.chat_requests.caption_request` — byte for byte the request
+   :func:`~fairsets.annotate.chat.requests.caption_request` — byte for byte the request
    ``annotate caption`` sends, through the folder's answer cache
-   (:func:`~fairsets.annotate.chat_requests.chat_cache_dir`), so boxes either captioner has
+   (:func:`~fairsets.annotate.chat.requests.chat_cache_dir`), so boxes either captioner has
    already captioned there cost no request. ``compare.json`` says how many captions came from
    the cache.
-3. **Judge.** For every box with both captions, :func:`~fairsets.annotate.judge.judge_prompt`
+3. **Judge.** For every box with both captions, :func:`~.judge.judge_prompt`
    places them in a seeded per-item order (balanced, so a judge that prefers a position favours
-   neither captioner) and the judge is asked with
-   :func:`~fairsets.annotate.chat_requests.judge_request` on the same red-box image. Its reply
-   becomes ``A``, ``B``, ``tie`` or ``invalid`` (:meth:`~fairsets.annotate.judge.JudgePrompt.verdict`;
-   a refusal is ``invalid``). :func:`~fairsets.annotate.judge.win_rate` counts a tie as half a win
-   each and leaves ``invalid`` out of the rate (it is reported as a count).
+   neither captioner) and the judge is asked with :func:`judge_request` on the same red-box
+   image. Its reply becomes ``A``, ``B``, ``tie`` or ``invalid``
+   (:meth:`~.judge.JudgePrompt.verdict`; a refusal is ``invalid``). :func:`~.judge.win_rate`
+   counts a tie as half a win each and leaves ``invalid`` out of the rate (it is reported as a count).
 4. **Skip, never guess.** A box whose image cannot be rendered, whose caption request failed (after
    the retries), was refused or came back empty, or whose judge request failed, is left out of the
    judging and counted by reason (``skipped`` in ``compare.json``, with each item's detail). Errors,
@@ -65,14 +64,20 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .chat_requests import usable_caption
-from .layout import AnnotationError
+from fairsets.fetch.chat import ChatRequest, user
+
+from ..chat.requests import usable_caption
+from ..layout import AnnotationError
+
+if TYPE_CHECKING:
+    from .judge import JudgePrompt
 
 __all__ = ["CHUNK", "SALT", "VERDICT_COLUMNS", "compare_captioners", "report_html"]
 
-log = logging.getLogger(__name__)
+# the name of the module before the stages had packages: a log line reads as it always did
+log = logging.getLogger("fairsets.annotate.compare")
 
 #: The salt of the sample (``items.sample(..., salt=SALT)``).
 SALT = "compare-captioners"
@@ -93,6 +98,20 @@ VERDICT_COLUMNS = (
 _ROLES = ("a", "b", "judge")
 _EXAMPLES_PER_VERDICT = 2
 _THUMB_SIDE = 320
+#: Answer length of a verdict: a judgement with reasons.
+JUDGE_MAX_TOKENS = 512
+
+
+def judge_request(prompt: JudgePrompt, jpeg: bytes, *, max_tokens: int = JUDGE_MAX_TOKENS) -> ChatRequest:
+    """Ask a judge which of two captions of the box framed in ``jpeg`` is better (temperature 0). An
+    ``invalid`` verdict (:meth:`~fairsets.annotate.captions.judge.JudgePrompt.verdict`) is not cached."""
+
+    def accept(text: str) -> bool:
+        return prompt.verdict(text) != "invalid"
+
+    return ChatRequest(
+        [user(prompt.text, images=[jpeg])], temperature=0.0, max_tokens=max_tokens, accept=accept
+    )
 
 
 def _verdict_schema() -> Any:
@@ -289,7 +308,7 @@ def _unchanged(out: Path, payload: dict[str, Any], rows: list[dict[str, Any]]) -
 
 
 def _thumbnails(ann: Path, items: Sequence[Any]) -> dict[str, bytes]:
-    from .items import views
+    from ..chat.items import views
 
     return {
         it.item: jpeg
@@ -403,14 +422,14 @@ def compare_captioners(
 
     Args:
         ann: the annotation folder (``annotate persons --out``).
-        annotators: an :class:`~fairsets.annotate.annotators.Annotators` or the path of an
+        annotators: an :class:`~fairsets.annotate.chat.annotators.Annotators` or the path of an
             ``annotators.toml``.
         a, b: the two captioners' names (must differ).
         judge: the judge's name (may be ``a`` or ``b``; a warning is recorded).
         out: the output folder (created; a file there is an error).
         n: boxes to sample (at least 1; fewer when the folder has fewer kept boxes).
         seed: the sample's and the caption order's seed (and the bootstrap's).
-        prompt: the caption prompt (default :data:`~fairsets.annotate.views.DEFAULT_CAPTION_PROMPT`,
+        prompt: the caption prompt (default :data:`~fairsets.annotate.chat.views.DEFAULT_CAPTION_PROMPT`,
             as ``annotate caption`` uses: the same prompt makes its captions cache hits here).
         interval: ``"wilson"`` or ``"bootstrap"``.
         level: the interval's confidence level.
@@ -433,11 +452,11 @@ def compare_captioners(
     from fairsets.core.tables import write_table
     from fairsets.fetch.chat import ChatClient, ChatServiceError
 
-    from . import items as box_items
-    from .annotators import Annotators, load_annotators
-    from .chat_requests import CAPTION_VIEW, caption_request, chat_cache_dir, judge_request
+    from ..chat import items as box_items
+    from ..chat.annotators import Annotators, load_annotators
+    from ..chat.requests import CAPTION_VIEW, caption_request, chat_cache_dir
+    from ..chat.views import DEFAULT_CAPTION_PROMPT
     from .judge import judge_prompt
-    from .views import DEFAULT_CAPTION_PROMPT
 
     started = time.monotonic()
     ann = Path(ann)

@@ -9,7 +9,7 @@ attributes are no longer labelled reliably) are written too, with ``kept`` false
 
 Shards are tasks of an executor (``local`` process pool or ``ray``; one task per shard, the same
 bytes either way); each task loads the detector once per worker process
-(:mod:`fairsets.annotate.persons_task`) and, when a progress bar is shown, reports the images and
+(:mod:`fairsets.annotate.boxes.task`) and, when a progress bar is shown, reports the images and
 boxes it has done so far (:mod:`fairsets.core.progress_live`), so the bar's images/s move within a
 shard. Running again into the same folder resumes: shards with a
 marker are skipped, a shard a killed run left half-written is detected again (same bytes), and a
@@ -40,10 +40,10 @@ from fairsets.core.progress import Progress
 from fairsets.core.progress_live import live_for_tasks
 from fairsets.core.version import __version__, package_versions
 
-from . import layout
-from .images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
-from .persons_task import STAGE, load_detector, run_persons_task
-from .tasks import check_run_options, run_shard_tasks
+from .. import layout
+from ..images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
+from ..tasks import check_run_options, run_shard_tasks
+from .task import STAGE, load_detector, run_persons_task
 
 __all__ = ["DEFAULT_MODEL", "annotate_persons", "summary_line"]
 
@@ -157,7 +157,7 @@ def annotate_persons(
         ValueError: an unknown device or person class.
         fairsets.pipeline.executors.TaskFailed: a shard could not be read (the others are kept).
     """
-    from .shards import resolve_shards
+    from ..shards import resolve_shards
 
     _check_params(conf, min_side, imgsz, batch, workers, executor)
     min_side = float(min_side)

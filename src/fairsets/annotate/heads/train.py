@@ -4,7 +4,7 @@ The method of the LAION person-annotation paper ("Key Designs" 2): embed the lab
 with an image encoder (SigLIP there; any :mod:`fairsets.models` encoder here) and train a
 classifier on the consensus labels.
 
-1. **Split** (:func:`~fairsets.annotate.train_split.split_parts`): by image — all boxes of one
+1. **Split** (:func:`~fairsets.annotate.heads.train_split.split_parts`): by image — all boxes of one
    image go to the same part, so no person seen in training is tested on; identical images (same
    sha256 of their stored bytes) as one — and stratified by each image's majority label, seeded:
    within each label, the images are shuffled with ``seed`` and cut at the fractions
@@ -16,7 +16,7 @@ classifier on the consensus labels.
    train + validation with it. The standardisation is folded into ``coef``/``intercept``, so the
    saved :class:`~fairsets.annotate.heads.Head` applies to raw embeddings. Without a validation
    part, ``C = 1``.
-3. **Fine-tuning** (``--finetune``, :mod:`fairsets.annotate.finetune`): the encoder itself is
+3. **Fine-tuning** (``--finetune``, :mod:`fairsets.annotate.heads.finetune`): the encoder itself is
    trained end to end, starting from the logistic head; see there.
 4. **Metrics** (:func:`fairsets.annotate.heads.evaluate`): the saved head is applied to the test
    part's embeddings: accuracy, per-class precision / recall / F1 / support, the confusion matrix
@@ -38,11 +38,11 @@ import numpy as np
 
 from fairsets.core.progress import Progress
 
+from ..layout import WORKDIR, AnnotationError, check_attribute, read_manifest
+from ..shards import ShardRef, resolve_shards
 from .embed import CropSource, LabelledEmbeddings, crop_cache, embed_labelled
-from .heads import Head, evaluate, write_head
 from .labels import Labels, read_labels
-from .layout import WORKDIR, AnnotationError, check_attribute, read_manifest
-from .shards import ShardRef, resolve_shards
+from .store import Head, evaluate, write_head
 from .train_split import DEFAULT_SPLIT, PARTS, image_digests, parse_split, split_parts
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ def train_head(
     """Train a head on the crops LABELS names and write it to ``out`` (see the module docstring).
 
     Args:
-        labels_path: The LABELS file (:mod:`fairsets.annotate.labels`).
+        labels_path: The LABELS file (:mod:`fairsets.annotate.heads.labels`).
         encoder, pretrained, device: The encoder (:func:`fairsets.models.load_vlm`).
         out: The head file to write (``head.npz``); the confusion plot goes beside it
             (``head.confusion.png``).
@@ -232,7 +232,7 @@ def train_head(
         split: Train, validation and test fractions.
         seed: Seed of the split and the solver.
         batch_size: Crops per forward pass.
-        finetune: Fine-tune the encoder (:mod:`fairsets.annotate.finetune`) instead of a linear head.
+        finetune: Fine-tune the encoder (:mod:`fairsets.annotate.heads.finetune`) instead of a linear head.
         vlm: An already loaded encoder (then ``encoder``/``pretrained``/``device`` are not used).
         plot: Write the confusion-matrix plot.
         progress: Progress bars.

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .layout import AnnotationError
+from ..layout import AnnotationError
 
 __all__ = [
     "BOX_COLUMNS",

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .layout import images_path
-from .shards import read_images
+from ..layout import images_path
+from ..shards import read_images
 
 if TYPE_CHECKING:
     from .embed import CropSource

@@ -36,7 +36,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10 needs the tomli ba
 
 from fairsets.fetch.chat import ChatEndpoint
 
-from .layout import ANNOTATOR_NAME, AnnotationError
+from ..layout import ANNOTATOR_NAME, AnnotationError
 
 __all__ = ["Annotators", "load_annotators", "load_voters"]
 

@@ -29,8 +29,6 @@ Outputs: ``OUT/verify_{attr}.json``, ``OUT/verify_{attr}.png``, and the headline
 from __future__ import annotations
 
 import csv
-import hashlib
-import io
 import json
 import os
 from collections import Counter
@@ -39,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from fairsets.core.atomic import atomic_path, atomic_write_text, layout_lock
-from fairsets.core.textfile import TextFileError, decode_text
 
-from . import layout, read
-from .agreement import bootstrap_agreement, confusion_matrix, krippendorff_alpha, ratings_table
+from .. import layout, read
+from ..agreement import bootstrap_agreement, confusion_matrix, krippendorff_alpha, ratings_table
+from ..human_csv import open_human_csv
 
 __all__ = [
     "CONFUSION_FORMAT",
@@ -62,28 +60,6 @@ CONFUSION_FORMAT = (
     "labelled labels[j] (rows: human = truth, columns: classifier), over every box that human "
     "labelled and the classifier labelled; default_column is the first human column"
 )
-
-
-def open_human_csv(p: Path, required: Sequence[str], what: str, fix: str) -> tuple[csv.DictReader, str]:
-    """A CSV written by people (``what``: "human labels", "human boxes"), read once: a reader over
-    its rows with the header names stripped, and the sha256 of its bytes.
-
-    Raises:
-        AnnotationError: an unreadable or non-UTF-8 file, or a ``required`` column missing (the
-            message ends with ``fix``).
-    """
-    try:
-        raw = p.read_bytes()
-        text = decode_text(raw, p)
-    except (OSError, TextFileError) as exc:
-        raise layout.AnnotationError(f"{p}: cannot read the {what} ({exc})") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    fields = [f.strip() for f in (reader.fieldnames or [])]
-    reader.fieldnames = fields
-    missing = [c for c in required if c not in fields]
-    if missing:
-        raise layout.AnnotationError(f"{p}: no column {', '.join(missing)}; {fix}")
-    return reader, hashlib.sha256(raw).hexdigest()
 
 
 def read_human_labels(

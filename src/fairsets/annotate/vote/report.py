@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.atomic import atomic_write_text
+from fairsets.core.atomic import atomic_write_text
 
 __all__ = ["THUMB_SIDE", "Example", "render_vote_report", "write_vote_report"]
 
@@ -303,7 +303,7 @@ def _thumbnail(data: bytes) -> str | None:
         return None
     from PIL import Image
 
-    from ..vision.imageformat import ImageDecodeError, image_errors, open_image
+    from fairsets.vision.imageformat import ImageDecodeError, image_errors, open_image
 
     try:
         with open_image(data) as im, image_errors():
@@ -418,7 +418,7 @@ def render_vote_report(
     """The report page (a complete HTML document) for a vote's ``stats`` and a sample of its items.
 
     Args:
-        stats: :func:`fairsets.annotate.consensus.consensus`'s ``stats``.
+        stats: :func:`fairsets.annotate.vote.consensus.consensus`'s ``stats``.
         examples: The items to show on the contact sheet, in the order to show them.
         title: The page title (escaped).
         run: Run information to show first (attribute, seed, view, annotators, requests sent, cache

@@ -38,7 +38,7 @@ import numpy as np
 
 from fairsets.core.checked_npz import array_sha256, read_checked_npz, write_checked_npz
 
-from .layout import check_attribute
+from ..layout import check_attribute
 
 __all__ = ["FORMAT", "Head", "evaluate", "load_head", "write_head"]
 
@@ -245,7 +245,7 @@ def evaluate(classes: Sequence[str], true: Sequence[str], predicted: Sequence[st
     """
     import math
 
-    from .agreement import confusion_matrix, kappa_from_confusion
+    from ..agreement import confusion_matrix, kappa_from_confusion
 
     cm, _ = confusion_matrix(list(true), list(predicted), list(classes))
     n = int(cm.sum())

@@ -1,7 +1,7 @@
 """One ``annotate persons`` task: the person boxes of one shard, written as two tables and a marker.
 
 :func:`run_persons_task` is the top-level function the executors call with a JSON spec (built by
-:func:`fairsets.annotate.persons.annotate_persons`). It reads every record of the shard in order
+:func:`fairsets.annotate.boxes.persons.annotate_persons`). It reads every record of the shard in order
 (:func:`fairsets.annotate.shards.iter_records`), decodes each image
 (:func:`fairsets.annotate.images.decode`), runs the detector on batches of up to ``batch``
 decoded images of one shape (the detector runs one forward pass per shape; a few batches of
@@ -32,8 +32,8 @@ from fairsets.core.progress_live import TaskCounts
 from fairsets.core.tables import write_table
 from fairsets.pipeline.tasks import read_marker
 
-from . import layout
-from .images import ImageRejected, decode
+from .. import layout
+from ..images import ImageRejected, decode
 
 if TYPE_CHECKING:
     import numpy as np
@@ -209,7 +209,7 @@ def _stats(images: list[dict], boxes: list[dict], problems: list[str]) -> dict[s
 
 
 def _detect_shard(spec: dict[str, Any]) -> dict[str, Any]:
-    from .shards import ShardRef, iter_records
+    from ..shards import ShardRef, iter_records
 
     shard, min_side = spec["task_id"], spec["min_side"]
     conf, imgsz, batch = spec["detection"]["conf"], spec["detection"]["imgsz"], max(1, spec["batch"])

@@ -7,7 +7,7 @@
                                   perceived_{attr} and p_{attr}_{class} columns joined on
                                   (shard, key, box_id); null for dropped boxes
     data/images/{shard}.parquet   the image rows (layout.IMAGE_SCHEMA)
-    README.md                     the dataset card (:mod:`fairsets.annotate.card`)
+    README.md                     the dataset card (:mod:`fairsets.annotate.publish.card`)
     manifest.json                 every file with its sha256 and bytes, the inputs (file names
                                   only), the detector, the heads, the thresholds, the counts
 
@@ -17,7 +17,7 @@ path: the inputs are named by file name, and the directories of any absolute pat
 a problem or a model description are cut off.
 
 The tables are read with DuckDB over the Parquet files, one shard at a time, and written in
-batches (never a whole table in memory; :mod:`fairsets.annotate.publish_tables`); the bytes depend
+batches (never a whole table in memory; :mod:`fairsets.annotate.publish.tables`); the bytes depend
 only on the inputs. Every file is written atomically, a shard's completion
 marker (``layout.marker_path(ANN, "publish", shard)``) last, and ``manifest.json`` after
 everything: an interrupted run, run again, reuses the finished shards and ends with the same
@@ -50,7 +50,7 @@ from typing import Any
 
 from fairsets.annotate import layout
 from fairsets.annotate.layout import AnnotationError
-from fairsets.annotate.publish_tables import FORMAT_VERSION, prepare_shard, scrub_paths, table_counts
+from fairsets.annotate.publish.tables import FORMAT_VERSION, prepare_shard, scrub_paths, table_counts
 from fairsets.core.atomic import LayoutBusy, atomic_write_text, layout_lock, remove_temps
 from fairsets.core.progress import Progress
 from fairsets.core.version import __version__, package_versions
@@ -74,7 +74,8 @@ __all__ = [
     "write_card_block",
 ]
 
-logger = logging.getLogger(__name__)
+# the name of the module before the stages had packages: a log line reads as it always did
+logger = logging.getLogger("fairsets.annotate.publish")
 
 #: ``manifest.json``'s ``kind`` in a prepared folder (not :data:`layout.KIND`: it is no ``ANN``).
 PUBLISHED_KIND = "fairsets.person_annotations.published"
@@ -218,7 +219,7 @@ def refresh_prepared_card(ann: str | os.PathLike[str]) -> Path | None:
     problems = verify_prepared(out)
     if problems:
         raise _changed(out, problems)
-    from fairsets.annotate.card import render_card
+    from fairsets.annotate.publish.card import render_card
 
     manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
     try:
@@ -355,7 +356,7 @@ def prepare(
     """
     import duckdb
 
-    from fairsets.annotate.card import HF_LICENSES, render_card
+    from fairsets.annotate.publish.card import HF_LICENSES, render_card
 
     ann = Path(ann).resolve()
     source = layout.read_manifest(ann)

@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any
 from fairsets.core.atomic import atomic_write_text, sha256_file
 from fairsets.core.progress_live import TaskCounts
 
-from . import layout
-from .tasks import prefetched
+from .. import layout
+from ..tasks import prefetched
 
 if TYPE_CHECKING:
     import numpy as np
 
     from fairsets.models import VLM
 
-    from .heads import Head
+    from .store import Head
 
 __all__ = ["IMAGES_PER_READ", "encoder_for", "run_classify_task", "stage"]
 
@@ -79,8 +79,8 @@ def _crops(
     ref: Any, boxes: list[tuple[str, int, tuple[float, float, float, float]]], spec: dict[str, Any]
 ) -> Iterator[tuple[int, np.ndarray | None, str | None]]:
     """``(box index, crop, None)`` or ``(box index, None, reason)`` for every kept box, in order."""
-    from .images import ImageRejected, crop, decode
-    from .shards import read_images
+    from ..images import ImageRejected, crop, decode
+    from ..shards import read_images
 
     by_key: dict[str, list[int]] = {}
     for i, (key, _, _) in enumerate(boxes):
@@ -111,8 +111,8 @@ def _label_rows(spec: dict[str, Any], head: Head, encoder: VLM) -> tuple[list[di
     """The attribute rows of the shard's kept boxes (box order) and the reasons for unlabelled ones."""
     import numpy as np
 
+    from ..shards import ShardRef
     from .embed import embed_crops
-    from .shards import ShardRef
 
     ann, shard, attr, batch = Path(spec["ann"]), spec["task_id"], head.attribute, int(spec["batch"])
     boxes = _kept_boxes(layout.boxes_path(ann, shard))
@@ -196,7 +196,7 @@ def run_classify_task(spec: dict[str, Any]) -> dict[str, Any]:
     """
     from fairsets.core.tables import write_table
 
-    from .heads import load_head
+    from .store import load_head
 
     done = _finished(spec)
     if done is not None:

@@ -2,13 +2,13 @@
 
 :func:`caption_boxes` asks one chat model (a *captioner*, one ``[annotators.NAME]`` table of
 ``annotators.toml``) to describe every kept box of an annotation folder. The model is shown the
-whole image with the box framed in red (:data:`fairsets.annotate.chat_requests.CAPTION_VIEW`,
-rendered by :func:`fairsets.annotate.items.views`) and the prompt
-(:data:`fairsets.annotate.views.DEFAULT_CAPTION_PROMPT` unless another is given), the visual prompt
+whole image with the box framed in red (:data:`fairsets.annotate.chat.requests.CAPTION_VIEW`,
+rendered by :func:`fairsets.annotate.chat.items.views`) and the prompt
+(:data:`fairsets.annotate.chat.views.DEFAULT_CAPTION_PROMPT` unless another is given), the visual prompt
 of the LAION person-centric captions. The request is
-:func:`~fairsets.annotate.chat_requests.caption_request`, the one ``annotate compare-captioners``
+:func:`~fairsets.annotate.chat.requests.caption_request`, the one ``annotate compare-captioners``
 builds for the same box, and answers are cached in
-:func:`~fairsets.annotate.chat_requests.chat_cache_dir`: a caption written here is a cache hit
+:func:`~fairsets.annotate.chat.requests.chat_cache_dir`: a caption written here is a cache hit
 there and the other way round.
 
 Per shard it writes ``captions/{captioner}/{shard}.parquet`` (:data:`CAPTION_SCHEMA`): one row per
@@ -61,12 +61,12 @@ from typing import TYPE_CHECKING, Any
 from fairsets.core.atomic import atomic_write_text, layout_lock, remove_temps, sha256_file
 from fairsets.core.progress import Progress
 
-from . import layout
-from .chat_requests import CAPTION_MAX_TOKENS, CAPTION_VIEW, caption_request, chat_cache_dir
-from .items import BoxItem, kept_boxes, sample
-from .layout import CAPTION_SCHEMA, CAPTIONS_DIR, captions_path
-from .tasks import prefetched
-from .views import DEFAULT_CAPTION_PROMPT
+from .. import layout
+from ..chat.items import BoxItem, kept_boxes, sample
+from ..chat.requests import CAPTION_MAX_TOKENS, CAPTION_VIEW, caption_request, chat_cache_dir
+from ..chat.views import DEFAULT_CAPTION_PROMPT
+from ..layout import CAPTION_SCHEMA, CAPTIONS_DIR, captions_path
+from ..tasks import prefetched
 
 if TYPE_CHECKING:
     from fairsets.fetch.chat import ChatEndpoint, ChatResult
@@ -289,7 +289,7 @@ def _caption_shard(
     """Ask for the captions of one shard's boxes; write its table, then its marker; return the marker."""
     from fairsets.core.tables import write_table
 
-    from .items import views
+    from ..chat.items import views
 
     base = {"model": endpoint.model, "annotator": captioner, "prompt_sha256": prompt_sha}
     rows: list[dict[str, Any] | None] = [None] * len(shard.items)
@@ -345,11 +345,11 @@ def caption_boxes(
         annotators: ``annotators.toml``; ``captioner`` names one of its tables.
         captioner: The name of the captioning endpoint (also the folder ``captions/{captioner}``).
         prompt: The text sent with each red-box image (default
-            :data:`~fairsets.annotate.views.DEFAULT_CAPTION_PROMPT`).
+            :data:`~fairsets.annotate.chat.views.DEFAULT_CAPTION_PROMPT`).
         max_retries: Retries of a request answered 429/5xx or timing out.
         backoff: First wait (seconds) before a retry without ``Retry-After``; doubles each retry.
         limit: Caption only this many kept boxes, chosen by ``seed``
-            (:func:`~fairsets.annotate.items.sample`), to try a captioner; the tables then hold only
+            (:func:`~fairsets.annotate.chat.items.sample`), to try a captioner; the tables then hold only
             those boxes.
         seed: The sample's seed.
         replace: Caption again when ``ann`` holds this captioner's captions of another model or
@@ -370,7 +370,7 @@ def caption_boxes(
     """
     from fairsets.fetch.chat import ChatClient
 
-    from .annotators import load_annotators
+    from ..chat.annotators import load_annotators
 
     prompt = DEFAULT_CAPTION_PROMPT if prompt is None else prompt
     if not isinstance(prompt, str) or not prompt.strip():

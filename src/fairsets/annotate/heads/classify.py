@@ -4,7 +4,7 @@
 ``fairsets annotate train``) to every kept box of an annotation folder: each box's crop is cut from
 its image as stored in the shard (:func:`fairsets.annotate.shards.read_images`,
 :func:`~fairsets.annotate.images.decode`, :func:`~fairsets.annotate.images.crop`), embedded with the
-encoder the head names (:func:`~fairsets.annotate.embed.embed_crops`; loaded once per worker,
+encoder the head names (:func:`~fairsets.annotate.heads.embed.embed_crops`; loaded once per worker,
 crops batched across images) and scored by the head. Per shard it writes
 ``attributes/{attr}/{shard}.parquet`` (:func:`~fairsets.annotate.layout.attribute_schema`): one row
 per kept box in the order of the box table, with ``perceived_{attr}`` (the most probable class),
@@ -32,12 +32,12 @@ from fairsets.core.atomic import layout_lock, remove_temps, sha256_file
 from fairsets.core.progress import Progress
 from fairsets.core.progress_live import live_for_tasks
 
-from . import layout
+from .. import layout
+from ..tasks import check_run_options, run_shard_tasks
 from .classify_task import encoder_for, run_classify_task, stage
-from .tasks import check_run_options, run_shard_tasks
 
 if TYPE_CHECKING:
-    from .heads import Head
+    from .store import Head
 
 __all__ = ["classify_boxes", "run_classify_task", "stage"]
 
@@ -118,7 +118,7 @@ def classify_boxes(
         fairsets.models.base.ModelUnavailable: the head's encoder cannot be loaded here.
         fairsets.pipeline.executors.TaskFailed: a shard could not be labelled (the others are kept).
     """
-    from .heads import load_head
+    from .store import load_head
 
     check_run_options(batch, workers, executor, "crop")
     ann = Path(ann).expanduser().resolve()
@@ -165,7 +165,7 @@ def _run(
 ) -> dict[str, Any]:
     manifest = layout.read_manifest(ann)
     params = manifest.get("params") or {}
-    from .images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
+    from ..images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
 
     ready, pending = _shards(ann, manifest)
     gone = [ref for ref in ready if not Path(ref["path"]).is_file()]

@@ -5,14 +5,14 @@ LAION-400M person-centric annotations were made: several multimodal models (the 
 ``[annotators.NAME]`` tables of ``annotators.toml``, at least two) each answer a multiple-choice
 question about a sample of kept person boxes, and only the labels they agree on are kept.
 
-**Which boxes.** The kept boxes of the folder (:func:`fairsets.annotate.items.kept_boxes`).
+**Which boxes.** The kept boxes of the folder (:func:`fairsets.annotate.chat.items.kept_boxes`).
 
 * ``gender``: ``sample`` of them, chosen by a hash of ``(seed, item)``
-  (:func:`fairsets.annotate.items.sample` with salt ``vote-gender``): the same seed gives the same
+  (:func:`fairsets.annotate.chat.items.sample` with salt ``vote-gender``): the same seed gives the same
   boxes, and a larger sample keeps every box of a smaller one.
 * ``race``: most boxes show white people, so a plain sample would hold few boxes of the other
   labels. Candidates are first *recalled* by their image's alt-text
-  (:func:`fairsets.annotate.vote_prompts.recall_candidates` with the keyword file, by default the
+  (:func:`fairsets.annotate.vote.prompts.recall_candidates` with the keyword file, by default the
   one shipped with fairsets). Each recalled label's pool is ordered by a hash of
   ``(seed, label, item)``; then the labels take turns, in keyword-file order, each adding its next
   box not yet chosen, until ``sample`` boxes are chosen or every pool is used up. Every label thus
@@ -21,24 +21,24 @@ question about a sample of kept person boxes, and only the labels they agree on 
   what the annotators answer. ``agreement.json`` reports the candidates and the boxes chosen per
   label.
 
-**Asking.** Each box is shown as a JPEG view (:data:`~fairsets.annotate.chat_requests.VOTE_VIEW`:
+**Asking.** Each box is shown as a JPEG view (:data:`~fairsets.annotate.chat.requests.VOTE_VIEW`:
 the crop; ``view="redbox"``: the whole image with the box framed in red, as captioners see it) and
 each annotator is asked its own question
-(:func:`~fairsets.annotate.vote_prompts.build_question`, options shuffled per annotator and box
+(:func:`~fairsets.annotate.vote.prompts.build_question`, options shuffled per annotator and box
 from the seed). Each view is rendered once, by one thread, and handed to every annotator through
 a bounded buffer; each annotator streams its questions through its own
 :class:`~fairsets.fetch.chat.ChatClient` (:meth:`~fairsets.fetch.chat.ChatClient.stream`:
 ``max_concurrency`` requests in flight all the time, no rounds), at its own pace, every answer
-cached in :func:`~fairsets.annotate.chat_requests.chat_cache_dir` as it arrives. Each answer gets
+cached in :func:`~fairsets.annotate.chat.requests.chat_cache_dir` as it arrives. Each answer gets
 a status:
 
-* ``ok``: :func:`~fairsets.annotate.vote_prompts.parse_answer` read one option letter;
+* ``ok``: :func:`~fairsets.annotate.vote.prompts.parse_answer` read one option letter;
 * ``invalid``: the reply is not one clear letter (the raw text is kept, never guessed);
 * ``refused``: the model declined (a refusal field, a content filter, or a reply that reads as one);
 * ``failed``: no answer: the request still failed after ``max_retries`` (429, 5xx, timeouts), or
   the box's image is gone from its shard (``error`` says why).
 
-**Consensus** (:func:`fairsets.annotate.consensus.consensus`): a label is kept when every
+**Consensus** (:func:`fairsets.annotate.vote.consensus.consensus`): a label is kept when every
 annotator gave it, or by a relaxed rule: for ``gender`` by default ``{"mixed": 2}`` (at least two
 annotators say ``mixed`` and no other label got as many votes: the method's "2 of 3", since a model
 that sees only one of two people answers ``male`` or ``female``); none for ``race``. Then each
@@ -60,12 +60,12 @@ requests again, every other answer coming from the cache.
   (attribute, seed, view, sample asked and chosen, race recall per label, each annotator's name,
   model and host, never a key, requests sent, cache hits, retries, tokens, failed answers), then
   ``pending`` and ``rejected``;
-* ``<stem>.report.html``: :func:`fairsets.annotate.vote_report.write_vote_report` with up to 24
+* ``<stem>.report.html``: :func:`fairsets.annotate.vote.report.write_vote_report` with up to 24
   agreed and 24 disputed boxes, chosen by the seed.
 
 **Re-runs.** A re-run is resumable: kill it and run it again, and every answered request comes
 from the cache. It renders only what it must: each rendered view's SHA-256 is recorded in the view
-index (:func:`fairsets.annotate.items.remember_view`, in ``chat-cache/views``) under the image's
+index (:func:`fairsets.annotate.chat.items.remember_view`, in ``chat-cache/views``) under the image's
 SHA-256 from ``images/{shard}.parquet``, the box, the view settings and the renderer version; a
 box whose every answer is found by that digest (:meth:`~fairsets.fetch.chat.ChatClient.lookup`
 with :func:`~fairsets.fetch.chat.image_digest_part`) is not rendered at all, and the report's
@@ -93,18 +93,21 @@ import pyarrow as pa
 from fairsets.core.atomic import atomic_write_text
 from fairsets.core.data import derive_seed
 from fairsets.core.progress import Progress
+from fairsets.fetch.chat import ChatRequest, user
 
-from . import layout
-from .annotators import load_voters
-from .chat_requests import CAPTION_VIEW, VOTE_VIEW, chat_cache_dir, vote_request
+from .. import layout
+from ..chat.annotators import load_voters
+from ..chat.items import BoxItem, kept_boxes, remember_view
+from ..chat.items import sample as sample_items
+from ..chat.requests import CAPTION_VIEW, VOTE_VIEW, chat_cache_dir
+from ..heads.labels import item_id
 from .consensus import DEFAULT_CAP, Ballot, consensus, write_labels
-from .items import BoxItem, kept_boxes, remember_view
-from .items import sample as sample_items
-from .labels import item_id
-from .vote_prompts import ATTRIBUTES, INVALID, OK, OPTIONS, REFUSED, build_question, parse_answer
+from .prompts import ATTRIBUTES, INVALID, OK, OPTIONS, REFUSED, build_question, parse_answer
 
 if TYPE_CHECKING:
     from fairsets.fetch.chat import ChatClient, ChatEndpoint, ChatResult
+
+    from .prompts import Question
 
 __all__ = [
     "ANSWER_SCHEMA",
@@ -127,6 +130,8 @@ DEFAULT_RELAX: dict[str, dict[str, int]] = {"gender": {"mixed": 2}, "race": {}}
 MAX_ANSWER_CHARS = 4000
 #: Agreed and disputed examples on the report page, each at most.
 EXAMPLES = 24
+#: Answer length of a vote: a letter (room for a short preamble).
+VOTE_MAX_TOKENS = 16
 _LABEL_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".ndjson")
 
 ANSWER_SCHEMA = pa.schema(
@@ -237,7 +242,7 @@ def race_sample(
 
     Args:
         items: The kept boxes.
-        recalled: ``label → items`` (:func:`~fairsets.annotate.vote_prompts.recall_candidates`),
+        recalled: ``label → items`` (:func:`~fairsets.annotate.vote.prompts.recall_candidates`),
             in keyword-file order.
         n: Boxes to choose at most.
         seed: Orders each label's pool.
@@ -269,6 +274,21 @@ def race_sample(
 
 
 # --------------------------------------------------------------------------- asking
+
+
+def vote_request(
+    question: Question, jpeg: bytes | dict[str, Any], *, max_tokens: int = VOTE_MAX_TOKENS
+) -> ChatRequest:
+    """One multiple-choice question about one box view (temperature 0); ``jpeg`` is the view, or an image
+    part standing for it (:func:`fairsets.fetch.chat.image_digest_part`, for a cache look-up). An
+    ``invalid`` reply (:func:`~fairsets.annotate.vote.prompts.parse_answer`) is not cached."""
+
+    def accept(text: str) -> bool:
+        return parse_answer(text, question)[1] != INVALID
+
+    return ChatRequest(
+        [user(question.text, images=[jpeg])], temperature=0.0, max_tokens=max_tokens, accept=accept
+    )
 
 
 class _Abort(Exception):
@@ -416,7 +436,7 @@ def _ask_all(
     """
     from fairsets.fetch.chat import ChatServiceError, image_digest_part
 
-    from .items import source_sha256, view_digest, views
+    from ..chat.items import source_sha256, view_digest, views
 
     lock = threading.Lock()
     asked = _Asked(rows={n: [] for n in names}, counters={n: Counter[str]() for n in names})
@@ -540,7 +560,7 @@ def _sheet_copy(jpeg: bytes) -> bytes:
 
     from PIL import Image
 
-    from .vote_report import THUMB_SIDE
+    from .report import THUMB_SIDE
 
     with Image.open(io.BytesIO(jpeg)) as im:
         im = im.convert("RGB")
@@ -558,7 +578,7 @@ def _example_views(
     image is gone."""
     import hashlib
 
-    from .items import keep_view, kept_view, view_digest, views
+    from ..chat.items import keep_view, kept_view, view_digest, views
 
     index = chat_cache_dir(folder) / "views"
     shown: dict[str, bytes] = {}
@@ -655,8 +675,8 @@ def vote_boxes(
     """
     from fairsets.core.tables import write_table
 
-    from .vote_prompts import load_keywords, recall_candidates
-    from .vote_report import Example, write_vote_report
+    from .prompts import load_keywords, recall_candidates
+    from .report import Example, write_vote_report
 
     started = time.monotonic()
     labels = _labels(attribute)
