@@ -62,8 +62,8 @@ MOVED: dict[str, str] = {
 #: Names an old module had that its new module does not hold (they moved to the stage that uses them).
 MOVED_NAMES: dict[str, dict[str, str]] = {
     "fairsets.annotate.chat_requests": {
-        "vote_request": "fairsets.annotate.vote.run",
-        "VOTE_MAX_TOKENS": "fairsets.annotate.vote.run",
+        "vote_request": "fairsets.annotate.vote.ask",
+        "VOTE_MAX_TOKENS": "fairsets.annotate.vote.ask",
         "judge_request": "fairsets.annotate.captions.compare",
         "JUDGE_MAX_TOKENS": "fairsets.annotate.captions.compare",
     },
