@@ -28,9 +28,9 @@ kept box, in the order of the box table, with ``status``
 captioner's name, ``prompt_sha256`` the SHA-256 of the prompt's UTF-8 bytes; token counts are those
 the server reported.
 
-Resuming: every answer is cached as it arrives, tables are written atomically and each shard's
-marker (``.fairsets/markers/caption-{captioner}/{shard}.json``, naming the model, the prompt's
-SHA-256, the box table's SHA-256 and the boxes asked about) is written last. A re-run skips
+Resuming (:mod:`.resume`): every answer is cached as it arrives, tables are written atomically and
+each shard's marker (``.fairsets/markers/caption-{captioner}/{shard}.json``, naming the model, the
+prompt's SHA-256, the box table's SHA-256 and the boxes asked about) is written last. A re-run skips
 finished shards (marker matching, table intact, no failed row), redoes a shard whose box table
 changed, and answers every box asked before from the cache: after a ``kill -9`` only the requests
 that were in flight are sent again. The manifest's ``captions[captioner]`` records the model, the
@@ -46,14 +46,11 @@ another captioner may run on the same folder meanwhile.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,6 +64,18 @@ from ..chat.requests import CAPTION_MAX_TOKENS, CAPTION_VIEW, caption_request, c
 from ..chat.views import DEFAULT_CAPTION_PROMPT
 from ..layout import CAPTION_SCHEMA, CAPTIONS_DIR, captions_path
 from ..tasks import prefetched
+from .resume import (
+    Shard,
+    box_items,
+    captioner_lock,
+    check_name,
+    check_same,
+    finished,
+    forget,
+    items_sha256,
+    prompt_sha256,
+    stage,
+)
 
 if TYPE_CHECKING:
     from fairsets.fetch.chat import ChatEndpoint, ChatResult
@@ -88,22 +97,6 @@ STATUSES = ("ok", "refused", "failed", "rejected")
 MAX_CAPTION_CHARS = 8000
 #: Boxes whose views are rendered and asked in one batch of the chat client, at most.
 MAX_CHUNK = 512
-
-_BOX_COLUMNS = ["shard", "key", "box_id", "x1", "y1", "x2", "y2", "kept"]
-
-
-def _check_name(captioner: str) -> str:
-    return layout.check_annotator_name(captioner, "captioner")
-
-
-def stage(captioner: str) -> str:
-    """The marker stage of ``captioner``'s captions: ``caption-{captioner}``."""
-    return f"caption-{_check_name(captioner)}"
-
-
-def prompt_sha256(prompt: str) -> str:
-    """The SHA-256 (hex) of the prompt's UTF-8 bytes: what tables, markers and the manifest name."""
-    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
 def _clean(text: str) -> tuple[str, list[str]]:
@@ -148,108 +141,10 @@ def _row(
     return {**row, "status": "ok", "caption": text, "reason": "; ".join(notes) or None}
 
 
-@contextlib.contextmanager
-def _captioner_lock(ann: Path, captioner: str) -> Iterator[None]:
-    """Hold ``ANN/.fairsets/caption-{captioner}.lock``: one run per captioner and folder at a time."""
-    path = ann / layout.WORKDIR / f"{stage(captioner)}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise layout.AnnotationError(
-                f"{ann}: another annotate caption run with --captioner {captioner} is running there; "
-                "wait for it to end, then run this again"
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _markers(ann: Path, captioner: str) -> list[dict[str, Any]]:
-    from fairsets.pipeline.tasks import read_marker
-
-    folder = layout.marker_path(ann, stage(captioner), "x").parent
-    found = [read_marker(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
-    return [m for m in found if isinstance(m, dict)]
-
-
-def _check_same(ann: Path, captioner: str, model: str, prompt_sha: str) -> str | None:
-    """What differs when ``ann`` holds ``captioner``'s captions of another model or prompt, else None."""
-    old = (layout.read_manifest(ann).get("captions") or {}).get(captioner) or {}
-    seen = [old] if old else []
-    seen += _markers(ann, captioner)
-    for entry in seen:
-        if entry.get("model") not in (None, model):
-            return f"model {entry.get('model')!r} (this run: {model!r})"
-        if entry.get("prompt_sha256") not in (None, prompt_sha):
-            old_sha = str(entry.get("prompt_sha256"))[:12]
-            return f"another prompt (sha256 {old_sha}…, this one {prompt_sha[:12]}…)"
-    return None
-
-
-def _forget(ann: Path, captioner: str) -> None:
-    """Remove every marker, then every table, of ``captioner``'s captions (``replace``)."""
-    for folder in (layout.marker_path(ann, stage(captioner), "x").parent, ann / CAPTIONS_DIR / captioner):
-        if folder.is_dir():
-            for p in sorted(folder.iterdir()):
-                if p.is_file() and not p.is_symlink():
-                    p.unlink()
-
-
-def _box_items(ann: Path, shard: str) -> list[BoxItem]:
-    """The kept boxes of one shard, in the order of its box table."""
-    import pyarrow.parquet as pq
-
-    t = pq.read_table(layout.boxes_path(ann, shard), columns=_BOX_COLUMNS).to_pydict()
-    return [
-        BoxItem(
-            shard, str(t["key"][i]), int(t["box_id"][i]), (t["x1"][i], t["y1"][i], t["x2"][i], t["y2"][i])
-        )
-        for i in range(len(t["key"]))
-        if t["kept"][i]
-    ]
-
-
-@dataclass
-class _Shard:
-    name: str
-    items: list[BoxItem]
-    boxes_sha256: str
-    items_sha256: str
-    marker: dict[str, Any] | None = None  # the finished marker when the shard is skipped
-
-
-def _items_sha256(items: list[BoxItem]) -> str:
-    return hashlib.sha256("\n".join(it.item for it in items).encode("utf-8")).hexdigest()
-
-
-def _finished(ann: Path, captioner: str, shard: _Shard, model: str, prompt_sha: str) -> dict[str, Any] | None:
-    """The shard's marker if it is for this model, prompt, box table and boxes, with no failed row
-    and its table intact."""
-    from fairsets.pipeline.tasks import read_marker
-
-    marker = read_marker(layout.marker_path(ann, stage(captioner), shard.name))
-    if not isinstance(marker, dict):
-        return None
-    wanted = {
-        "model": model,
-        "prompt_sha256": prompt_sha,
-        "boxes_sha256": shard.boxes_sha256,
-        "items_sha256": shard.items_sha256,
-    }
-    if any(marker.get(k) != v for k, v in wanted.items()) or (marker.get("stats") or {}).get("failed", 1):
-        return None
-    table = captions_path(ann, captioner, shard.name)
-    recorded = ((marker.get("files") or {}).get("captions") or {}).get("sha256")
-    return marker if table.is_file() and recorded == sha256_file(table) else None
-
-
 def _ask_all(
     rendered: Iterator[Any],
     chunk: int,
-    shard: _Shard,
+    shard: Shard,
     base: dict[str, Any],
     client: Any,
     prompt: str,
@@ -281,7 +176,7 @@ def _caption_shard(
     captioner: str,
     endpoint: ChatEndpoint,
     client: Any,
-    shard: _Shard,
+    shard: Shard,
     prompt: str,
     prompt_sha: str,
     advance: Callable[..., None],
@@ -386,20 +281,20 @@ def caption_boxes(
         raise layout.AnnotationError(f"--limit {limit}: give a number of boxes of at least 1")
     if max_retries < 0:
         raise layout.AnnotationError(f"--max-retries {max_retries}: give 0 or more")
-    _check_name(captioner)
+    check_name(captioner)
     folder = Path(ann).expanduser().resolve()
     manifest = layout.read_manifest(folder)
     endpoint = load_annotators(annotators).get(captioner, "--captioner")
     prompt_sha = prompt_sha256(prompt)
-    with _captioner_lock(folder, captioner):
-        differs = _check_same(folder, captioner, endpoint.model, prompt_sha)
+    with captioner_lock(folder, captioner):
+        differs = check_same(folder, captioner, endpoint.model, prompt_sha)
         if differs and not replace:
             raise layout.AnnotationError(
                 f"{folder} holds captions of captioner {captioner!r} with {differs}: pass --replace to "
                 "caption every box again, or use another captioner name"
             )
         if replace:
-            _forget(folder, captioner)
+            forget(folder, captioner)
         remove_temps(folder / CAPTIONS_DIR / captioner)
         remove_temps(layout.marker_path(folder, stage(captioner), "x").parent)
         with layout_lock(folder, wait=30.0):  # the model and prompt in use, before any table
@@ -452,13 +347,13 @@ def _run(
     chosen = {it.item for it in sample(kept_boxes(ann), limit, seed, salt="caption")} if limit else None
     shards = []
     for ref in ready:
-        items = _box_items(ann, ref["name"])
+        items = box_items(ann, ref["name"])
         if chosen is not None:
             items = [it for it in items if it.item in chosen]
-        shard = _Shard(
-            ref["name"], items, sha256_file(layout.boxes_path(ann, ref["name"])), _items_sha256(items)
+        shard = Shard(
+            ref["name"], items, sha256_file(layout.boxes_path(ann, ref["name"])), items_sha256(items)
         )
-        shard.marker = _finished(ann, captioner, shard, endpoint.model, prompt_sha)
+        shard.marker = finished(ann, captioner, shard, endpoint.model, prompt_sha)
         shards.append(shard)
     todo = [s for s in shards if s.marker is None]
     sent = hits = 0

@@ -33,17 +33,18 @@ biased); A and B must differ.
 
 Output folder ``DIR`` (each file written atomically, ``compare.json`` last):
 
-* ``compare.json`` — the three models (name, model, host: never a key or its variable), the sample
-  (``n_asked``, ``n_sampled``), ``n_judged``, the verdict counts, ``rate``, ``low``, ``high``,
-  ``level``, ``method``; ``position`` (how often A was shown first, and how often the judge chose
-  the first position among its decisive verdicts: near 0.5 for an unbiased judge); ``skipped``
-  (counts by reason and the items); per-role answers and tokens; ``warnings``; and ``run``: what
-  the run that produced these results sent (requests, retries, cache hits per role, captions from
-  the cache).
+* ``compare.json`` (:mod:`.compare_summary`) — the three models (name, model, host: never a key or
+  its variable), the sample (``n_asked``, ``n_sampled``), ``n_judged``, the verdict counts,
+  ``rate``, ``low``, ``high``, ``level``, ``method``; ``position`` (how often A was shown first, and
+  how often the judge chose the first position among its decisive verdicts: near 0.5 for an unbiased
+  judge); ``skipped`` (counts by reason and the items); per-role answers and tokens; ``warnings``;
+  and ``run``: what the run that produced these results sent (requests, retries, cache hits per
+  role, captions from the cache).
 * ``verdicts.parquet`` — one row per judged box: ``item``, ``shard``, ``key``, ``box_id``,
   ``caption_a``, ``caption_b``, ``a_first``, ``judge_reply``, ``verdict``.
-* ``report.html`` — one self-contained page: the headline rate with its interval, the counts, and a
-  few example pairs with a thumbnail of the red-box view and both captions (all text escaped).
+* ``report.html`` (:mod:`.compare_report`) — one self-contained page: the headline rate with its
+  interval, the counts, and a few example pairs with a thumbnail of the red-box view and both
+  captions (all text escaped).
 
 **Resuming.** A re-run with the same settings reuses every cached answer. When its results equal
 those already in ``DIR`` (everything in ``compare.json`` but ``run``, and the verdict rows) the
@@ -53,16 +54,12 @@ leaves identical files — and its own activity is returned (and printed by the 
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import logging
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,11 +67,21 @@ from fairsets.fetch.chat import ChatRequest, user
 
 from ..chat.requests import usable_caption
 from ..layout import AnnotationError
+from .compare_report import items_of, pick_examples, report_html, thumbnails
+from .compare_summary import ROLES, Usage, run_block, summary_payload, unchanged
 
 if TYPE_CHECKING:
     from .judge import JudgePrompt
 
-__all__ = ["CHUNK", "SALT", "VERDICT_COLUMNS", "compare_captioners", "report_html"]
+__all__ = [
+    "CHUNK",
+    "JUDGE_MAX_TOKENS",
+    "SALT",
+    "VERDICT_COLUMNS",
+    "compare_captioners",
+    "judge_request",
+    "report_html",
+]
 
 # the name of the module before the stages had packages: a log line reads as it always did
 log = logging.getLogger("fairsets.annotate.compare")
@@ -95,9 +102,6 @@ VERDICT_COLUMNS = (
     "judge_reply",
     "verdict",
 )
-_ROLES = ("a", "b", "judge")
-_EXAMPLES_PER_VERDICT = 2
-_THUMB_SIDE = 320
 #: Answer length of a verdict: a judgement with reasons.
 JUDGE_MAX_TOKENS = 512
 
@@ -131,27 +135,6 @@ def _verdict_schema() -> Any:
             ("verdict", s),
         ]
     )
-
-
-@dataclass
-class _Usage:
-    """What one role's requests cost over the run."""
-
-    requests: int = 0
-    retries: int = 0
-    cache_hits: int = 0
-    answered: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    outcomes: Counter[str] = field(default_factory=Counter)
-
-    def add(self, batch: Any) -> None:
-        self.requests += batch.requests_sent
-        self.retries += batch.retries
-        self.cache_hits += batch.cache_hits
-        self.prompt_tokens += batch.prompt_tokens
-        self.completion_tokens += batch.completion_tokens
-        self.answered += sum(1 for r in batch.results if r.ok)
 
 
 def _endpoint_info(name: str, endpoint: Any) -> dict[str, str]:
@@ -194,209 +177,6 @@ def _run_pair(
     if errors:
         raise errors[0]
     return batches
-
-
-def _summary_payload(
-    *,
-    ann: Path,
-    info: dict[str, dict[str, str]],
-    n: int,
-    seed: int,
-    prompt: str,
-    sampled: int,
-    rows: list[dict[str, Any]],
-    skipped: list[dict[str, str]],
-    usage: dict[str, _Usage],
-    interval: str,
-    level: float,
-    warnings: list[str],
-) -> dict[str, Any]:
-    from .judge import win_rate
-
-    verdicts = [r["verdict"] for r in rows]
-    counts = {v: verdicts.count(v) for v in ("A", "B", "tie", "invalid")}
-    valid = counts["A"] + counts["B"] + counts["tie"]
-    if valid:
-        rate = win_rate(verdicts, method=interval, level=level, seed=seed).to_dict()
-        headline = {k: rate[k] for k in ("rate", "low", "high")}
-    else:
-        headline = {"rate": None, "low": None, "high": None}
-    a_first = sum(1 for r in rows if r["a_first"])
-    decisive = [r for r in rows if r["verdict"] in ("A", "B")]
-    first_chosen = sum(1 for r in decisive if (r["verdict"] == "A") == r["a_first"])
-    reasons = Counter(s["reason"] for s in skipped)
-    return {
-        "ann": str(ann),
-        "a": info["a"],
-        "b": info["b"],
-        "judge": info["judge"],
-        "seed": int(seed),
-        "prompt": prompt,
-        "n_asked": int(n),
-        "n_sampled": sampled,
-        "n_judged": len(rows),
-        "n_valid": valid,
-        "counts": counts,
-        **headline,
-        "level": float(level),
-        "method": interval,
-        "ties": "a tie counts as half a win for each side; invalid verdicts are left out of the rate",
-        "position": {
-            "judged": len(rows),
-            "a_first": a_first,
-            "a_first_share": a_first / len(rows) if rows else None,
-            "decisive": len(decisive),
-            "first_chosen": first_chosen,
-            "first_preference": first_chosen / len(decisive) if decisive else None,
-        },
-        "skipped": {
-            "total": len(skipped),
-            "by_reason": dict(sorted(reasons.items())),
-            "items": skipped,
-        },
-        "answers": {
-            role: {
-                "answered": usage[role].answered,
-                **dict(sorted(usage[role].outcomes.items())),
-                "prompt_tokens": usage[role].prompt_tokens,
-                "completion_tokens": usage[role].completion_tokens,
-            }
-            for role in _ROLES
-        },
-        "tokens": {
-            "prompt": sum(usage[r].prompt_tokens for r in _ROLES),
-            "completion": sum(usage[r].completion_tokens for r in _ROLES),
-        },
-        "warnings": warnings,
-    }
-
-
-def _run_block(usage: dict[str, _Usage], seconds: float) -> dict[str, Any]:
-    return {
-        "requests": {
-            **{r: usage[r].requests for r in _ROLES},
-            "total": sum(usage[r].requests for r in _ROLES),
-        },
-        "retries": {r: usage[r].retries for r in _ROLES},
-        "cache_hits": {
-            **{r: usage[r].cache_hits for r in _ROLES},
-            "total": sum(usage[r].cache_hits for r in _ROLES),
-        },
-        "captions_from_cache": usage["a"].cache_hits + usage["b"].cache_hits,
-        "seconds": round(seconds, 3),
-    }
-
-
-def _unchanged(out: Path, payload: dict[str, Any], rows: list[dict[str, Any]]) -> bool:
-    """Whether ``out`` already holds exactly these results (every file present and readable)."""
-    import pyarrow.parquet as pq
-
-    paths = [out / "compare.json", out / "verdicts.parquet", out / "report.html"]
-    if not all(p.is_file() for p in paths):
-        return False
-    try:
-        old = json.loads(paths[0].read_text(encoding="utf-8"))
-        old_rows = pq.read_table(paths[1]).to_pylist()
-    except (OSError, ValueError, UnicodeDecodeError):
-        return False
-    except Exception:  # an unreadable parquet (pyarrow's own errors): rewrite it
-        return False
-    if not isinstance(old, dict):
-        return False
-    old.pop("run", None)
-    return old == json.loads(json.dumps(payload)) and old_rows == rows
-
-
-def _thumbnails(ann: Path, items: Sequence[Any]) -> dict[str, bytes]:
-    from ..chat.items import views
-
-    return {
-        it.item: jpeg
-        for it, jpeg, _ in views(ann, items, view="redbox", max_side=_THUMB_SIDE, width=3)
-        if jpeg is not None
-    }
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
-def report_html(summary: dict[str, Any], examples: Sequence[dict[str, Any]], thumbs: dict[str, bytes]) -> str:
-    """``report.html``: the headline, the counts and ``examples`` (verdict rows) with thumbnails.
-
-    Every text that came from a model or a file is escaped; images are inline ``data:`` URLs, so
-    the page needs nothing else."""
-    e = html.escape
-    a, b, j = summary["a"], summary["b"], summary["judge"]
-    c = summary["counts"]
-    if summary["rate"] is None:
-        head = "No valid verdict: the win rate is undefined."
-    else:
-        head = (
-            f"{e(a['name'])} beats {e(b['name'])} in {_pct(summary['rate'])} of "
-            f"{summary['n_valid']} judged pairs ({100 * summary['level']:.0f} % {e(summary['method'])} "
-            f"interval {_pct(summary['low'])} – {_pct(summary['high'])})"
-        )
-    pos = summary["position"]
-    skipped = summary["skipped"]["by_reason"]
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{e(a['name'])} vs {e(b['name'])}: captioner comparison</title>",
-        "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;vertical-align:top}"
-        ".pair{display:flex;gap:1em;margin:1em 0;border-top:1px solid #ccc;padding-top:1em}"
-        ".pair img{max-width:320px;height:auto}.win{background:#e6f4e6}</style></head><body>",
-        f"<h1>Captioner comparison: {e(a['name'])} (A) vs {e(b['name'])} (B)</h1>",
-        f"<p><strong>{head}</strong></p>",
-        "<table><tr><th>role</th><th>name</th><th>model</th><th>host</th></tr>",
-        *(
-            f"<tr><td>{role}</td><td>{e(m['name'])}</td><td>{e(m['model'])}</td><td>{e(m['host'])}</td></tr>"
-            for role, m in (("A", a), ("B", b), ("judge", j))
-        ),
-        "</table>",
-        "<h2>Counts</h2><table>",
-        f"<tr><td>boxes asked / sampled / judged</td><td>{summary['n_asked']} / {summary['n_sampled']} / "
-        f"{summary['n_judged']}</td></tr>",
-        f"<tr><td>A wins / B wins / ties / invalid</td><td>{c['A']} / {c['B']} / {c['tie']} / "
-        f"{c['invalid']}</td></tr>",
-        f"<tr><td>A shown first</td><td>{pos['a_first']} of {pos['judged']}</td></tr>",
-        f"<tr><td>judge chose the first position</td><td>{pos['first_chosen']} of {pos['decisive']} "
-        f"decisive verdicts ({_pct(pos['first_preference'])})</td></tr>",
-        *(f"<tr><td>skipped: {e(reason)}</td><td>{k}</td></tr>" for reason, k in skipped.items()),
-        "</table>",
-        *(f"<p><strong>Warning:</strong> {e(w)}</p>" for w in summary["warnings"]),
-        "<p>A tie counts as half a win for each side; invalid verdicts are left out of the rate.</p>",
-        "<h2>Examples</h2>",
-    ]
-    for row in examples:
-        jpeg = thumbs.get(row["item"])
-        img = (
-            f'<img alt="{e(row["item"])}" src="data:image/jpeg;base64,{base64.b64encode(jpeg).decode()}">'
-            if jpeg
-            else "<p>(image unavailable)</p>"
-        )
-        shown = "first" if row["a_first"] else "second"
-        cls_a = ' class="win"' if row["verdict"] == "A" else ""
-        cls_b = ' class="win"' if row["verdict"] == "B" else ""
-        parts.append(
-            f'<div class="pair"><div>{img}<br><code>{e(row["item"])}</code></div><div>'
-            f"<p><strong>verdict: {e(row['verdict'])}</strong> (A shown {shown})</p>"
-            f"<p{cls_a}><strong>A ({e(a['name'])}):</strong> {e(row['caption_a'])}</p>"
-            f"<p{cls_b}><strong>B ({e(b['name'])}):</strong> {e(row['caption_b'])}</p>"
-            f"<details><summary>judge's reply</summary><pre>{e(row['judge_reply'] or '')}</pre></details>"
-            "</div></div>"
-        )
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
-
-
-def _examples(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A few rows of each verdict, in item order (deterministic)."""
-    picked: list[dict[str, Any]] = []
-    for v in ("A", "B", "tie", "invalid"):
-        picked += [r for r in rows if r["verdict"] == v][:_EXAMPLES_PER_VERDICT]
-    return picked
 
 
 def compare_captioners(
@@ -505,7 +285,7 @@ def compare_captioners(
         role: ChatClient(ep, cache_dir=cache, max_retries=int(max_retries), backoff=backoff)
         for role, ep in endpoints.items()
     }
-    usage = {role: _Usage() for role in _ROLES}
+    usage = {role: Usage() for role in ROLES}
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     progress = progress if progress is not None else Progress(False)
@@ -583,7 +363,7 @@ def compare_captioners(
 
         rows.sort(key=lambda r: (r["shard"], r["key"], r["box_id"]))
         skipped.sort(key=lambda s: s["item"])
-        payload = _summary_payload(
+        payload = summary_payload(
             ann=ann,
             info=info,
             n=int(n),
@@ -597,13 +377,13 @@ def compare_captioners(
             level=float(level),
             warnings=warnings,
         )
-        run = _run_block(usage, time.monotonic() - started)
-        written = not _unchanged(out, payload, rows)
+        run = run_block(usage, time.monotonic() - started)
+        written = not unchanged(out, payload, rows)
         if written:
             document = {**payload, "run": run}
             write_table(out / "verdicts.parquet", rows, _verdict_schema())
-            examples = _examples(rows)
-            html_text = report_html(document, examples, _thumbnails(ann, _items_of(chosen, examples)))
+            examples = pick_examples(rows)
+            html_text = report_html(document, examples, thumbnails(ann, items_of(chosen, examples)))
             atomic_write_text(out / "report.html", html_text)
             atomic_write_text(
                 out / "compare.json",
@@ -617,11 +397,6 @@ def compare_captioners(
             run["cache_hits"]["total"],
         )
     return {**payload, "run": run, "out": str(out), "written": written}
-
-
-def _items_of(chosen: Sequence[Any], rows: Sequence[dict[str, Any]]) -> list[Any]:
-    wanted = {r["item"] for r in rows}
-    return [it for it in chosen if it.item in wanted]
 
 
 def _out_lock(out: Path) -> Any:
