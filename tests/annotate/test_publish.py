@@ -17,7 +17,7 @@ from publish_ann import GENDER, RACE, SHARDS, make_ann, write_marker
 from cli_helpers import assert_one_line_error, run_cli
 from fairsets.annotate import layout
 from fairsets.annotate.publish.card import check_annotation_card
-from fairsets.annotate.publish.prepare import PUBLISHED_KIND, prepare, prepared_dir, verify_prepared
+from fairsets.annotate.publish.dataset import PUBLISHED_KIND, prepare, prepared_dir, verify_prepared
 from fairsets.core.atomic import sha256_file
 from fairsets.publish import hub
 from publish.test_hub import RecordingApi

@@ -14,10 +14,10 @@ import pytest
 from publish_ann import make_ann
 
 from fairsets.annotate import layout
-from fairsets.annotate.publish.prepare import prepare, prepared_dir
+from fairsets.annotate.publish.dataset import prepare, prepared_dir
 
 SCRIPT = (
-    "import sys; from fairsets.annotate.publish.prepare import prepare; "
+    "import sys; from fairsets.annotate.publish.dataset import prepare; "
     "prepare(sys.argv[1], repo_id='org/resume')"
 )
 

@@ -43,7 +43,6 @@ __all__ = [
     "source_sha256",
     "usable_caption",
     "view_digest",
-    "views",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -79,6 +78,5 @@ __getattr__, __dir__ = lazy_exports(
         "source_sha256": "fairsets.annotate.chat.items",
         "usable_caption": "fairsets.annotate.chat.requests",
         "view_digest": "fairsets.annotate.chat.items",
-        "views": "fairsets.annotate.chat.items",
     },
 )
