@@ -383,7 +383,7 @@ def render_card(
     """Render the card of a prepared folder; raise ``ValueError`` naming any problem.
 
     Args:
-        manifest: The prepared folder's manifest (:func:`fairsets.annotate.publish.dataset`), without
+        manifest: The prepared folder's manifest (:func:`fairsets.annotate.publish.dataset.prepare`), without
             its ``files``.
         template: Jinja2 template (default ``cards/person_annotations.md.j2``).
         out_dir: If given, each config's ``data_files`` glob must match a file under it.

@@ -31,7 +31,7 @@ gives the same bytes.
 
 :func:`update_annotation_card` stores the block in the annotation folder's working area
 (:func:`fairsets.annotate.publish.write_card_block`, ``ANN/.fairsets/card/``), where
-``fairsets publish ANN`` (:func:`fairsets.annotate.publish.dataset`) finds it every time it renders
+``fairsets publish ANN`` (:func:`fairsets.annotate.publish.prepare`) finds it every time it renders
 the card, into a ``## Bias, risks and limitations`` section; when ``ANN`` is already prepared, the
 prepared card and its manifest entry are brought up to date at once
 (:func:`fairsets.annotate.publish.refresh_prepared_card`), so the prepared folder still verifies.
