@@ -10,7 +10,7 @@ nothing is downloaded.
 Measured (best of ``--repeat`` runs of each, interleaved, after one warm-up; one process, the
 encoder loaded once):
 
-  (a) the encoder alone: :func:`fairsets.annotate.embed.embed_crops` on the crops, already decoded
+  (a) the encoder alone: :func:`fairsets.annotate.heads.embed.embed_crops` on the crops, already decoded
       and cut, ``--batch`` per forward pass (preprocessing + forward), on one CPU thread as
       classify's tasks run it;
   (b) ``classify_boxes(..., workers=0, replace=True)``: read the images from the tars, decode,
@@ -163,10 +163,10 @@ def classify_section(args: Any) -> list[str]:
     """
     import torch
 
-    from fairsets.annotate.classify import classify_boxes
-    from fairsets.annotate.classify_task import encoder_for
-    from fairsets.annotate.embed import embed_crops
-    from fairsets.annotate.heads import Head, write_head
+    from fairsets.annotate.heads.classify import classify_boxes
+    from fairsets.annotate.heads.classify_task import encoder_for
+    from fairsets.annotate.heads.embed import embed_crops
+    from fairsets.annotate.heads.store import Head, write_head
 
     images, per_image = int(_opt(args, "classify_images")), int(_opt(args, "classify_boxes_per_image"))
     spec, pretrained = _opt(args, "classify_encoder"), _opt(args, "classify_pretrained")

@@ -141,9 +141,9 @@ def main() -> None:
 
     import torch
 
+    from fairsets.annotate.boxes.persons import annotate_persons
+    from fairsets.annotate.boxes.task import load_detector
     from fairsets.annotate.images import decode
-    from fairsets.annotate.persons import annotate_persons
-    from fairsets.annotate.persons_task import load_detector
     from fairsets.annotate.shards import iter_records, resolve_shards
 
     torch.set_num_threads(1)

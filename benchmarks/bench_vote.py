@@ -14,10 +14,10 @@ every annotator is shown the same views, so the vote needs ``c / d`` views rende
 
 Printed, in one run:
 
-1. rendering alone: :func:`fairsets.annotate.items.views` over the sample with the vote's view
+1. rendering alone: :func:`fairsets.annotate.chat.items.views` over the sample with the vote's view
    settings, in this thread: views per second and that ÷ ``c / d`` (below 1: rendering, not the
    annotators, sets the pace on this machine);
-2. the live vote (:func:`fairsets.annotate.vote.vote_boxes`): per annotator, its requests per
+2. the live vote (:func:`fairsets.annotate.vote.run.vote_boxes`): per annotator, its requests per
    second from the start of the call to its last answer ÷ ``c / d`` (goal ≥ 0.9), the steady rate
    (first to last request), when the first request came, the most requests in flight and the
    longest pauses between two requests (a batch boundary shows as one); and the process's CPU
@@ -161,7 +161,7 @@ class ThreadProfiles:
 def serve(k: int, delay: float) -> None:
     """The annotators' process (``--serve``): ``k`` servers; prints their URLs as one JSON line, then
     for each line read prints ``[[hits, arrival times, max in flight], …]``; stops at end of input."""
-    from fairsets.annotate.vote_prompts import OPTIONS
+    from fairsets.annotate.vote.prompts import OPTIONS
     from openai_server import OpenAIServer, Step, last_user_text
 
     wanted = dict(OPTIONS["gender"][1])["female"]
@@ -233,9 +233,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from ann_data import make_ann
 
-    from fairsets.annotate.chat_requests import CAPTION_VIEW, VOTE_VIEW
-    from fairsets.annotate.items import kept_boxes, sample, views
-    from fairsets.annotate.vote import vote_boxes
+    from fairsets.annotate.chat.items import kept_boxes, sample, views
+    from fairsets.annotate.chat.requests import CAPTION_VIEW, VOTE_VIEW
+    from fairsets.annotate.vote.run import vote_boxes
 
     c, d, n, k = args.concurrency, args.delay, args.sample, args.annotators
     ideal = c / d
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                 times = sorted(times)
                 gaps = sorted(((b - a, a - t0) for a, b in itertools.pairwise(times)), reverse=True)
                 rates.append((n / end, steady, peak, times[0] - t0, gaps[:4]))
-            import fairsets.annotate.views as views_mod
+            import fairsets.annotate.chat.views as views_mod
 
             real_render, rerendered = views_mod.render, []
 

@@ -22,9 +22,9 @@ import numpy as np
 from PIL import Image
 
 from fairsets.annotate import layout
-from fairsets.annotate.labels import item_id
+from fairsets.annotate.heads.labels import item_id
 from fairsets.annotate.shards import ShardRef
-from fairsets.annotate.vote_prompts import OPTIONS
+from fairsets.annotate.vote.prompts import OPTIONS
 
 #: The vote's label orders: :func:`colour_of` must be given the same order the annotator reads with.
 GENDER = tuple(label for label, _ in OPTIONS["gender"][1])

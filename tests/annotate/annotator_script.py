@@ -20,7 +20,7 @@ from typing import Any
 
 from ann_data import label_of_jpeg
 
-from fairsets.annotate.vote_prompts import OPTIONS
+from fairsets.annotate.vote.prompts import OPTIONS
 from openai_server import OpenAIServer, Step, last_user_text
 
 _FORMATS = ("{L}", "{l}.", "**{L}**", "Answer: {L}", "{L}) {text}")

@@ -27,7 +27,7 @@ from test_verify import make_ann as make_labelled_ann
 from test_verify import write_labels as write_human_labels
 
 from cli_helpers import assert_one_line_error, run_cli
-from fairsets.annotate.heads import Head, write_head
+from fairsets.annotate.heads.store import Head, write_head
 
 
 def _cuda_here() -> bool:
@@ -200,7 +200,7 @@ def test_train_on_a_missing_gpu_is_one_line(ann: dict[str, Path], capsys: pytest
 def test_train_list_options_comma_separated_repeated_or_both(
     ann: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import fairsets.annotate.train as train
+    import fairsets.annotate.heads.train as train
 
     seen: list[list[str]] = []
 
@@ -364,7 +364,7 @@ def test_ctrl_c_stops_classify_quietly_and_the_same_command_finishes_it(
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) once a shard is done:
     exit 130, no traceback; the same command again gives the bytes of an uninterrupted run."""
     from fairsets.annotate import layout
-    from fairsets.annotate.classify import classify_boxes, stage
+    from fairsets.annotate.heads.classify import classify_boxes, stage
 
     made = make_ann(tmp_path, shard_writer, shards=6, images=3)
     head = tmp_path / "head.npz"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fairsets.annotate.annotators import load_annotators
+from fairsets.annotate.chat.annotators import load_annotators
 from fairsets.annotate.layout import AnnotationError
 
 GOOD = """

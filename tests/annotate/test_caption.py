@@ -28,18 +28,18 @@ from PIL import Image
 
 from cli_helpers import assert_one_line_error, run_cli
 from fairsets.annotate import layout
-from fairsets.annotate.caption import (
+from fairsets.annotate.captions.caption import (
     MAX_CAPTION_CHARS,
-    _captioner_lock,
     caption_boxes,
     captions_path,
     prompt_sha256,
     stage,
 )
-from fairsets.annotate.chat_requests import CAPTION_VIEW
-from fairsets.annotate.items import BoxItem, views
+from fairsets.annotate.captions.resume import captioner_lock
+from fairsets.annotate.chat.items import BoxItem, views
+from fairsets.annotate.chat.requests import CAPTION_VIEW
+from fairsets.annotate.chat.views import DEFAULT_CAPTION_PROMPT, line_width
 from fairsets.annotate.read import captions as read_captions
-from fairsets.annotate.views import DEFAULT_CAPTION_PROMPT, line_width
 from openai_server import OpenAIServer, Step
 
 KEY_ENV = "FAIRSETS_TEST_CAPTIONER_KEY"
@@ -397,7 +397,7 @@ def test_another_prompt_or_model_under_one_name_needs_replace(
         assert_one_line_error(code, err, "--limit 0")
         code, _, err = run_cli([*base, "--prompt", "bad \udce9 bytes"], capsys)
         assert_one_line_error(code, err, "--prompt-file")
-        with _captioner_lock(ann.path.resolve(), "cap"):  # another run of this captioner holds it
+        with captioner_lock(ann.path.resolve(), "cap"):  # another run of this captioner holds it
             code, _, err = run_cli([*base, "--replace"], capsys)
         assert_one_line_error(code, err, "another annotate caption run", "--captioner cap")
         assert cap.hits == before + 2  # none of these sent a request

@@ -19,10 +19,10 @@ from ann_data import make_ann
 from test_caption import KEY_ENV, SECRET, RedBoxCaptioner, table_order, view_sha
 
 from fairsets.annotate import layout
-from fairsets.annotate.annotators import load_annotators
-from fairsets.annotate.caption import CAPTIONS_DIR, caption_boxes, stage
-from fairsets.annotate.chat_requests import CAPTION_VIEW, caption_request, chat_cache_dir
-from fairsets.annotate.items import BoxItem, views
+from fairsets.annotate.captions.caption import CAPTIONS_DIR, caption_boxes, stage
+from fairsets.annotate.chat.annotators import load_annotators
+from fairsets.annotate.chat.items import BoxItem, views
+from fairsets.annotate.chat.requests import CAPTION_VIEW, caption_request, chat_cache_dir
 from fairsets.fetch.chat import ChatClient
 
 

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from cli_helpers import assert_one_line_error, run_cli
 from fairsets.annotate import layout, read
-from fairsets.annotate.classify import classify_boxes, stage
-from fairsets.annotate.embed import embed_crops
-from fairsets.annotate.heads import Head, load_head, write_head
+from fairsets.annotate.heads.classify import classify_boxes, stage
+from fairsets.annotate.heads.embed import embed_crops
+from fairsets.annotate.heads.store import Head, load_head, write_head
 from fairsets.annotate.images import crop, decode
 from fairsets.annotate.shards import ShardRef
 from fairsets.cli import app

@@ -17,7 +17,7 @@ import pytest
 from test_classify import make_ann, make_head
 
 from fairsets.annotate import layout
-from fairsets.annotate.classify import classify_boxes, stage
+from fairsets.annotate.heads.classify import classify_boxes, stage
 
 SHARDS = 6
 

@@ -25,10 +25,10 @@ import pytest
 from ann_data import make_ann
 
 from cli_helpers import assert_one_line_error, run_cli
-from fairsets.annotate import items
-from fairsets.annotate.annotators import load_annotators
-from fairsets.annotate.chat_requests import CAPTION_VIEW, caption_request, chat_cache_dir
-from fairsets.annotate.compare import SALT, compare_captioners
+from fairsets.annotate.captions.compare import SALT, compare_captioners
+from fairsets.annotate.chat import items
+from fairsets.annotate.chat.annotators import load_annotators
+from fairsets.annotate.chat.requests import CAPTION_VIEW, caption_request, chat_cache_dir
 from fairsets.annotate.layout import AnnotationError
 from fairsets.fetch.chat import ChatClient, ChatServiceError
 from openai_server import ECHO_KEY, OpenAIServer, Step, last_user_text

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairsets.annotate.consensus import Ballot, consensus, write_labels
-from fairsets.annotate.labels import read_labels
-from fairsets.annotate.vote_prompts import build_question, parse_answer
+from fairsets.annotate.heads.labels import read_labels
+from fairsets.annotate.vote.consensus import Ballot, consensus, write_labels
+from fairsets.annotate.vote.prompts import build_question, parse_answer
 
 NAMES = ("intern", "phi", "llava")
 GENDER = ["female", "male", "mixed", "unclear"]

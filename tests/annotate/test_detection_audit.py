@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from verify_data import write_folder
 
 from fairsets.annotate import layout
+from fairsets.annotate.boxes.detection_audit import audit_detection, iou_matrix, match_boxes, read_human_boxes
 from fairsets.annotate.cli.verify import register
-from fairsets.annotate.detection_audit import audit_detection, iou_matrix, match_boxes, read_human_boxes
 
 W, H = 800, 600
 SIZES = {"small": (20.0, 30.0), "medium": (50.0, 80.0), "large": (120.0, 150.0)}  # 600, 4000, 18000 px²

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from train_data import png, write_labels
 
-from fairsets.annotate.embed import CropSource, crop_cache, crop_sha256, embed_crops, embed_labelled
-from fairsets.annotate.labels import read_labels
+from fairsets.annotate.heads.embed import CropSource, crop_cache, crop_sha256, embed_crops, embed_labelled
+from fairsets.annotate.heads.labels import read_labels
 from fairsets.annotate.shards import resolve_shards
 from fairsets.models import load_vlm
 

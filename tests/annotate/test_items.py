@@ -12,7 +12,7 @@ from ann_data import GENDER, label_of_jpeg, make_ann
 from PIL import Image
 
 from fairsets.annotate import layout
-from fairsets.annotate.items import kept_boxes, sample, views
+from fairsets.annotate.chat.items import kept_boxes, sample, views
 from fairsets.annotate.layout import AnnotationError
 
 
@@ -93,7 +93,13 @@ def test_the_view_index_answers_only_for_the_same_image_box_and_settings(
 
     import pyarrow as pa
 
-    from fairsets.annotate.items import RENDER_VERSION, BoxItem, remember_view, source_sha256, view_digest
+    from fairsets.annotate.chat.items import (
+        RENDER_VERSION,
+        BoxItem,
+        remember_view,
+        source_sha256,
+        view_digest,
+    )
 
     ann = make_ann(tmp_path, shard_writer, shards=1, images_per_shard=2, boxes_per_image=2)
     items = kept_boxes(ann.path)
@@ -136,7 +142,7 @@ def test_the_view_index_answers_only_for_the_same_image_box_and_settings(
 
 
 def test_folders_without_image_digests_are_always_rendered(tmp_path: Path, shard_writer) -> None:
-    from fairsets.annotate.items import source_sha256
+    from fairsets.annotate.chat.items import source_sha256
 
     ann = make_ann(tmp_path, shard_writer, shards=2, images_per_shard=2, boxes_per_image=1)
     items = kept_boxes(ann.path)
@@ -149,7 +155,7 @@ def test_folders_without_image_digests_are_always_rendered(tmp_path: Path, shard
 def test_kept_views_come_back_only_intact(tmp_path: Path) -> None:
     import hashlib
 
-    from fairsets.annotate.items import keep_view, kept_view
+    from fairsets.annotate.chat.items import keep_view, kept_view
 
     index, view = tmp_path / "views", b"\xff\xd8 a view \xff\xd9"
     digest = hashlib.sha256(view).hexdigest()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fairsets.annotate.judge import (
+from fairsets.annotate.captions.judge import (
     DEFAULT_JUDGE_INSTRUCTION,
     a_shown_first,
     bootstrap_interval,

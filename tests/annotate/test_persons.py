@@ -24,8 +24,8 @@ import pytest
 
 from cli_helpers import assert_one_line_error, run_cli
 from fairsets.annotate import layout
-from fairsets.annotate.persons import annotate_persons
-from fairsets.annotate.persons_task import keep_box
+from fairsets.annotate.boxes.persons import annotate_persons
+from fairsets.annotate.boxes.task import keep_box
 from fairsets.models.yolo import Box
 from helpers import tree_digest
 
@@ -295,7 +295,7 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StandIn:
         return [_box(5, 5, 27.5, 40, 0.4), _box(w - 20, -8, w + 15, 30, 0.9), _box(10, 10, 45, 46, 0.6)]
 
     det = StandIn(weights, boxes_for)
-    monkeypatch.setattr("fairsets.annotate.persons_task._LOADED", {})
+    monkeypatch.setattr("fairsets.annotate.boxes.task._LOADED", {})
     monkeypatch.setattr("fairsets.models.yolo.load_person_detector", lambda *a, **k: det)
     return det
 
@@ -438,7 +438,7 @@ def test_a_rerun_skips_finished_shards_and_redoes_broken_ones(
 def test_a_truncated_shard_keeps_its_readable_images_and_a_changed_shard_is_redone(
     stand_in: StandIn, shard_writer: Any, tmp_path: Path
 ) -> None:
-    from fairsets.annotate.persons import summary_line
+    from fairsets.annotate.boxes.persons import summary_line
 
     shard = shard_writer(
         tmp_path / "s" / "t.tar", [(f"k{i}", {"jpg": _jpeg((i, 5, 5), size=(640, 480))}) for i in range(4)]
@@ -560,7 +560,7 @@ def test_importing_the_command_loads_no_model_library() -> None:
     import sys
 
     code = (
-        "import sys, fairsets.annotate.persons, fairsets.annotate.cli.persons\n"
+        "import sys, fairsets.annotate.boxes.persons, fairsets.annotate.cli.persons\n"
         "print([m for m in ('torch', 'ultralytics', 'ray', 'pandas', 'cv2') if m in sys.modules])"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

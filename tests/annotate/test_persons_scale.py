@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fairsets.annotate import layout
-from fairsets.annotate.persons import annotate_persons
+from fairsets.annotate.boxes.persons import annotate_persons
 from helpers import tree_digest
 
 pytestmark = pytest.mark.slow

@@ -14,9 +14,9 @@ from test_classify import make_ann
 from test_persons import StandIn, _box, _jpeg
 
 from fairsets.annotate import layout
-from fairsets.annotate.classify import classify_boxes
-from fairsets.annotate.heads import Head, write_head
-from fairsets.annotate.persons import annotate_persons
+from fairsets.annotate.boxes.persons import annotate_persons
+from fairsets.annotate.heads.classify import classify_boxes
+from fairsets.annotate.heads.store import Head, write_head
 from fairsets.core.progress import Progress
 from fairsets.models.base import VLM
 
@@ -44,7 +44,7 @@ def test_persons_counts_images_while_the_shard_runs(
     weights = tmp_path / "stand-in.pt"
     weights.write_bytes(b"weights")
     det = StandIn(weights, boxes_for)
-    monkeypatch.setattr("fairsets.annotate.persons_task._LOADED", {})
+    monkeypatch.setattr("fairsets.annotate.boxes.task._LOADED", {})
     monkeypatch.setattr("fairsets.models.yolo.load_person_detector", lambda *a, **k: det)
     shard = shard_writer(
         tmp_path / "a.tar", [(f"k{i}", {"jpg": _jpeg((20, 30, 40)), "txt": "x"}) for i in range(8)]
@@ -87,7 +87,7 @@ def test_classify_counts_boxes_while_the_shard_runs(
     MeanColour.on_call = lambda n: seen.append(_seen_within(progress, "boxes", 3)) if n == 6 else None
     for where in ("classify", "classify_task"):
         monkeypatch.setattr(f"fairsets.annotate.{where}.encoder_for", lambda *a: MeanColour())
-    monkeypatch.setattr("fairsets.annotate.classify_task._one_thread", contextlib.nullcontext)
+    monkeypatch.setattr("fairsets.annotate.heads.classify_task._one_thread", contextlib.nullcontext)
     classify_boxes(built["ann"], tmp_path / "head.npz", batch=1, workers=0, progress=progress)
     assert seen and seen[0] >= 3, f"within the shard the bar showed {seen} boxes"
     assert progress.counts() == {"boxes": kept}  # each kept box once (those of unreadable images too)

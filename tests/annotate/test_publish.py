@@ -16,8 +16,8 @@ from publish_ann import GENDER, RACE, SHARDS, make_ann, write_marker
 
 from cli_helpers import assert_one_line_error, run_cli
 from fairsets.annotate import layout
-from fairsets.annotate.card import check_annotation_card
-from fairsets.annotate.publish import PUBLISHED_KIND, prepare, prepared_dir, verify_prepared
+from fairsets.annotate.publish.card import check_annotation_card
+from fairsets.annotate.publish.dataset import PUBLISHED_KIND, prepare, prepared_dir, verify_prepared
 from fairsets.core.atomic import sha256_file
 from fairsets.publish import hub
 from publish.test_hub import RecordingApi
@@ -368,7 +368,7 @@ def test_rerun_reuses_shards_and_an_interrupted_run_ends_byte_identical(
 ) -> None:
     import shutil
 
-    from fairsets.annotate import publish_tables
+    from fairsets.annotate.publish import tables as publish_tables
 
     root, _ = ann
     twin = tmp_path / "elsewhere" / "ANN2"
@@ -425,7 +425,7 @@ def test_table_bytes_do_not_depend_on_duckdb_threads_or_batches(tmp_path: Path) 
     import duckdb
     import pyarrow as pa
 
-    from fairsets.annotate import publish_tables
+    from fairsets.annotate.publish import tables as publish_tables
 
     schema = pa.schema([pa.field("a", pa.int32()), pa.field("s", pa.string())])
     sql = "SELECT i::INTEGER a, 'row ' || (i * 7919 % 1000) s FROM range(200000) t(i) ORDER BY i"
@@ -442,7 +442,7 @@ def test_table_bytes_do_not_depend_on_duckdb_threads_or_batches(tmp_path: Path) 
 
 
 def test_card_sets_the_human_ceiling_beside_the_classifier_over_the_same_boxes() -> None:
-    from fairsets.annotate.card import _agreement
+    from fairsets.annotate.publish.card import _agreement
 
     v = {
         "human_vs_classifier": {"h1": {"n": 300, "accuracy": 0.9, "kappa": 0.8}},  # every box h1 labelled

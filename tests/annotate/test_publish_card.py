@@ -14,8 +14,8 @@ import pytest
 import yaml
 from publish_ann import make_ann
 
-from fairsets.annotate.card import check_annotation_card, render_card
-from fairsets.annotate.publish import prepare, verify_prepared
+from fairsets.annotate.publish.card import check_annotation_card, render_card
+from fairsets.annotate.publish.dataset import prepare, verify_prepared
 from fairsets.publish.manifest import write_manifest
 
 

@@ -14,7 +14,7 @@ from test_classify import CLASSES, make_head
 
 from cli_helpers import run_cli
 from fairsets.annotate import layout, read
-from fairsets.annotate.publish import prepared_dir, verify_prepared
+from fairsets.annotate.publish.dataset import prepared_dir, verify_prepared
 
 
 @pytest.mark.slow

@@ -14,10 +14,11 @@ import pytest
 from publish_ann import make_ann
 
 from fairsets.annotate import layout
-from fairsets.annotate.publish import prepare, prepared_dir
+from fairsets.annotate.publish.dataset import prepare, prepared_dir
 
 SCRIPT = (
-    "import sys; from fairsets.annotate.publish import prepare; prepare(sys.argv[1], repo_id='org/resume')"
+    "import sys; from fairsets.annotate.publish.dataset import prepare; "
+    "prepare(sys.argv[1], repo_id='org/resume')"
 )
 
 

@@ -11,9 +11,9 @@ import pytest
 from train_data import png, write_labels
 
 from cli_helpers import run_cli
-from fairsets.annotate.heads import Head, evaluate, load_head, write_head
-from fairsets.annotate.labels import LabelRow
-from fairsets.annotate.train import fit_logistic, split_parts
+from fairsets.annotate.heads.labels import LabelRow
+from fairsets.annotate.heads.store import Head, evaluate, load_head, write_head
+from fairsets.annotate.heads.train import fit_logistic, split_parts
 
 
 def _blobs(n_classes: int, n: int = 60, d: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -143,7 +143,7 @@ def test_finetune_trains_saves_and_reloads_the_encoder(
     assert any(not torch.equal(tuned[k], start[k]) for k in start if k.endswith("weight"))
     # The reported predictions are those of the saved encoder and head.
     encoder = load_vlm(head.encoder, head.pretrained)
-    from fairsets.annotate.embed import embed_crops
+    from fairsets.annotate.heads.embed import embed_crops
     from fairsets.annotate.images import decode
 
     data = dict(samples)
@@ -161,8 +161,8 @@ def test_finetune_trains_saves_and_reloads_the_encoder(
 def test_finetune_refuses_a_family_whose_weights_do_not_save_as_one_file(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from fairsets.annotate.embed import CropSource
-    from fairsets.annotate.finetune import FinetuneParams, finetune_encoder
+    from fairsets.annotate.heads.embed import CropSource
+    from fairsets.annotate.heads.finetune import FinetuneParams, finetune_encoder
 
     hf = SimpleNamespace(family="hf", name="google/siglip-base-patch16-224", model=object())
     start = (np.zeros((2, 4)), np.zeros(2))

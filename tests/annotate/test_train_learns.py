@@ -24,10 +24,10 @@ import pytest
 from train_data import drawings_set, faces_set, mobilenet_weights
 
 from cli_helpers import run_cli
-from fairsets.annotate.embed import embed_crops
-from fairsets.annotate.heads import load_head
+from fairsets.annotate.heads.embed import embed_crops
+from fairsets.annotate.heads.labels import read_labels
+from fairsets.annotate.heads.store import load_head
 from fairsets.annotate.images import crop, decode
-from fairsets.annotate.labels import read_labels
 from fairsets.models import load_vlm
 
 pytestmark = pytest.mark.slow

@@ -14,10 +14,10 @@ from train_data import png, write_labels
 
 from cli_helpers import assert_one_line_error, run_cli
 from fairsets.annotate import layout
-from fairsets.annotate.embed import CropSource, iter_crops
-from fairsets.annotate.heads import load_head
+from fairsets.annotate.heads.embed import CropSource, iter_crops
+from fairsets.annotate.heads.labels import LabelsError, read_labels
+from fairsets.annotate.heads.store import load_head
 from fairsets.annotate.images import decode
-from fairsets.annotate.labels import LabelsError, read_labels
 from fairsets.annotate.shards import resolve_shards
 
 

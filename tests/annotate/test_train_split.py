@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from train_data import png, write_labels
 
-from fairsets.annotate.labels import LabelRow
-from fairsets.annotate.train import train_head
-from fairsets.annotate.train_split import split_parts
+from fairsets.annotate.heads.labels import LabelRow
+from fairsets.annotate.heads.train import train_head
+from fairsets.annotate.heads.train_split import split_parts
 from fairsets.core.progress import Progress
 from fairsets.models.base import VLM
 

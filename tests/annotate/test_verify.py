@@ -13,7 +13,7 @@ from sklearn.metrics import confusion_matrix as sk_confusion
 from typer.testing import CliRunner
 
 from fairsets.annotate import layout, read
-from fairsets.annotate.verify import read_human_labels, verify_labels
+from fairsets.annotate.heads.verify import read_human_labels, verify_labels
 from fairsets.cli import app
 from fairsets.core.tables import write_table
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from verify_data import CLASSES, write_folder
 
 from fairsets.annotate.cli.verify import register
-from fairsets.annotate.verify import CONFUSION_FORMAT, verify_labels
+from fairsets.annotate.heads.verify import CONFUSION_FORMAT, verify_labels
 from fairsets.audit.persons.correction import load_confusion
 
 

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fairsets.annotate.images import crop
-from fairsets.annotate.views import (
+from fairsets.annotate.chat.views import (
     DEFAULT_CAPTION_PROMPT,
     crop_view,
     data_url,
@@ -20,6 +19,7 @@ from fairsets.annotate.views import (
     redbox,
     render,
 )
+from fairsets.annotate.images import crop
 
 RED = np.array([255, 0, 0], dtype=np.uint8)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fairsets.annotate.vote import MAX_ANSWER_CHARS, _kept
-from fairsets.annotate.vote_prompts import build_question, parse_answer
+from fairsets.annotate.vote.ask import MAX_ANSWER_CHARS, _kept
+from fairsets.annotate.vote.prompts import build_question, parse_answer
 
 
 def test_long_answers_keep_their_start_and_their_end() -> None:

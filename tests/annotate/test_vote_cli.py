@@ -17,7 +17,7 @@ from ann_data import make_ann
 from annotator_script import Annotator, annotators_toml
 
 from cli_helpers import assert_one_line_error, run_cli
-from fairsets.annotate.labels import item_id
+from fairsets.annotate.heads.labels import item_id
 from openai_server import Step
 
 KEY_ENV = "FAIRSETS_TEST_VOTE_CLI_KEY"

@@ -27,9 +27,9 @@ import pytest
 from ann_data import GENDER, RACE, make_ann
 from annotator_script import Annotator, annotators_toml
 
-from fairsets.annotate.labels import item_id
-from fairsets.annotate.vote import output_paths, vote_boxes
-from fairsets.annotate.vote_prompts import build_question
+from fairsets.annotate.heads.labels import item_id
+from fairsets.annotate.vote.prompts import build_question
+from fairsets.annotate.vote.run import output_paths, vote_boxes
 from openai_server import Step
 
 KEY_ENV = "FAIRSETS_TEST_VOTE_KEY"
@@ -500,8 +500,8 @@ def test_a_cached_rerun_renders_nothing_and_a_changed_image_is_asked_again(
 
     from PIL import Image
 
-    import fairsets.annotate.views as views_mod
-    import fairsets.annotate.vote as vote_mod
+    import fairsets.annotate.chat.views as views_mod
+    import fairsets.annotate.vote.examples as vote_examples
 
     ann, n = gender_ann, len(gender_ann.truth)
     images = _store_real_sha256(ann)
@@ -513,7 +513,7 @@ def test_a_cached_rerun_renders_nothing_and_a_changed_image_is_asked_again(
         return real_render(image, box, **kw)
 
     monkeypatch.setattr(views_mod, "render", counting_render)
-    monkeypatch.setattr(vote_mod, "EXAMPLES", 0)  # the report's thumbnails aside: what asking renders
+    monkeypatch.setattr(vote_examples, "EXAMPLES", 0)  # the report's thumbnails aside: what asking renders
     out = tmp_path / "votes.parquet"
     annotators = [Annotator(name) for name in ("v1", "v2", "v3")]
     with annotators[0], annotators[1], annotators[2]:
@@ -568,7 +568,7 @@ def test_a_cached_rerun_renders_nothing_and_a_changed_image_is_asked_again(
         assert read_votes(out) == {it: (lab, "all") for it, lab in ann.truth.items()}
 
         # The report's examples: rendered by the first run that shows them, kept for the next ones.
-        monkeypatch.setattr(vote_mod, "EXAMPLES", 3)
+        monkeypatch.setattr(vote_examples, "EXAMPLES", 3)
         renders.clear()
         shown = vote()
         assert len(renders) == 3 and shown.requests_sent == 0  # every box agreed: three examples

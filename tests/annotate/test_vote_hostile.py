@@ -15,7 +15,7 @@ from ann_data import make_ann
 from annotator_script import Annotator, annotators_toml
 
 from cli_helpers import assert_one_line_error, run_cli
-from fairsets.annotate.chat_requests import chat_cache_dir
+from fairsets.annotate.chat.requests import chat_cache_dir
 from openai_server import ECHO_KEY, Step, nested_json
 from secret_sweep import leaks
 

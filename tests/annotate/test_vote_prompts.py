@@ -15,7 +15,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10 needs the tomli ba
     import tomli as tomllib  # type: ignore[no-redef]
 
 from fairsets.annotate.layout import AnnotationError
-from fairsets.annotate.vote_prompts import (
+from fairsets.annotate.vote.prompts import (
     INVALID,
     OK,
     OPTIONS,

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 import fairsets.core.atomic as atomic
-from fairsets.annotate.consensus import Ballot, consensus
-from fairsets.annotate.vote_report import THUMB_SIDE, Example, render_vote_report, write_vote_report
+from fairsets.annotate.vote.consensus import Ballot, consensus
+from fairsets.annotate.vote.report import THUMB_SIDE, Example, render_vote_report, write_vote_report
 
 NAMES = ("intern", "phi", "llava")
 GENDER = ["female", "male", "mixed", "unclear"]

@@ -30,9 +30,9 @@ from train_data import mobilenet_weights
 
 from cli_helpers import run_cli
 from fairsets.annotate import layout
-from fairsets.annotate.heads import load_head
-from fairsets.annotate.items import kept_boxes
-from fairsets.annotate.labels import item_id
+from fairsets.annotate.chat.items import kept_boxes
+from fairsets.annotate.heads.labels import item_id
+from fairsets.annotate.heads.store import load_head
 
 pytestmark = pytest.mark.slow
 

@@ -32,9 +32,9 @@ from publish_ann import SHARDS, make_ann, write_marker  # noqa: E402
 
 from cli_helpers import assert_one_line_error, run_cli  # noqa: E402
 from fairsets.annotate import layout  # noqa: E402
-from fairsets.annotate.card import check_annotation_card, render_card  # noqa: E402
 from fairsets.annotate.layout import AnnotationError  # noqa: E402
-from fairsets.annotate.publish import (  # noqa: E402
+from fairsets.annotate.publish.card import check_annotation_card, render_card  # noqa: E402
+from fairsets.annotate.publish.dataset import (  # noqa: E402
     card_blocks_dir,
     prepare,
     prepared_dir,

@@ -126,7 +126,7 @@ GEN = {"Nurse": (7, 3), "engineer": (2, 8), "teacher": (5, 5), "pilot": (1, 9)}
 
 @pytest.fixture(scope="module")
 def gender_head(planted, clip_vlm):
-    from fairsets.annotate.heads import Head, write_head
+    from fairsets.annotate.heads.store import Head, write_head
 
     base = planted[0]
     e = np.asarray(clip_vlm.embed_images([Image.new("RGB", (64, 64), RED), Image.new("RGB", (64, 64), BLUE)]))

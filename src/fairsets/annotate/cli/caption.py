@@ -1,5 +1,5 @@
 """``fairsets annotate caption``: one caption per kept box from a chat model shown the box in red
-(:mod:`fairsets.annotate.caption`)."""
+(:mod:`fairsets.annotate.captions.caption`)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def caption_cmd(
     Writes ANN/captions/NAME/{shard}.parquet. A re-run resumes (answers are cached) and asks
     failed boxes again.
     """
-    from fairsets.annotate.caption import caption_boxes
+    from fairsets.annotate.captions.caption import caption_boxes
     from fairsets.core.progress import Progress
     from fairsets.fetch.chat import ChatServiceError
 

@@ -1,5 +1,5 @@
 """``fairsets annotate classify``: a perceived-attribute head applied to every kept box
-(:mod:`fairsets.annotate.classify`)."""
+(:mod:`fairsets.annotate.heads.classify`)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def classify_cmd(
 
     A re-run with the same head resumes; another head's labels are replaced only with --replace.
     """
-    from fairsets.annotate.classify import classify_boxes
+    from fairsets.annotate.heads.classify import classify_boxes
     from fairsets.core.progress import Progress
 
     setup_logging(False, quiet)

@@ -1,5 +1,5 @@
 """``fairsets annotate compare-captioners``: the win rate of captioner A over B, judged by a third
-model, with its 95 % interval (:mod:`fairsets.annotate.compare`)."""
+model, with its 95 % interval (:mod:`fairsets.annotate.captions.compare`)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def compare_cmd(
     better caption of each pair (shown in a balanced order), and A's win rate is reported with its
     95 % interval (ties count half). Cached answers are reused; a re-run resumes.
     """
-    from fairsets.annotate.compare import compare_captioners
+    from fairsets.annotate.captions.compare import compare_captioners
     from fairsets.core.progress import Progress
     from fairsets.fetch.chat import ChatServiceError
 

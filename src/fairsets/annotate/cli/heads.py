@@ -1,4 +1,5 @@
-"""``fairsets annotate train``: an attribute head from labelled crops (:mod:`fairsets.annotate.train`)."""
+"""``fairsets annotate train``: an attribute head from labelled crops
+(:mod:`fairsets.annotate.heads.train`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from fairsets.annotate.train import TrainResult
+    from fairsets.annotate.heads.train import TrainResult
 
 
 def _check_out(out: Path) -> None:
@@ -85,8 +86,8 @@ def train_cmd(
     the split is by image, stratified and seeded; a logistic head with C chosen on the validation
     part, or --finetune. Writes --out, its confusion plot (OUT.confusion.png) and prints the metrics.
     """
-    from fairsets.annotate.finetune import FinetuneParams
-    from fairsets.annotate.train import parse_split, train_head
+    from fairsets.annotate.heads.finetune import FinetuneParams
+    from fairsets.annotate.heads.train import parse_split, train_head
     from fairsets.core.progress import Progress
 
     setup_logging(False, quiet)
@@ -127,7 +128,7 @@ def train_cmd(
 
 
 def _print_report(result: TrainResult) -> None:
-    from fairsets.annotate.labels import summary_lines
+    from fairsets.annotate.heads.labels import summary_lines
     from fairsets.core.console import DataTable, say, show
 
     head, m = result.head, result.head.metrics

@@ -1,4 +1,5 @@
-"""``fairsets annotate persons``: person boxes over image–text shards (:mod:`fairsets.annotate.persons`)."""
+"""``fairsets annotate persons``: person boxes over image–text shards
+(:mod:`fairsets.annotate.boxes.persons`)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def persons_cmd(
 
     A re-run resumes; a re-run with only another --min-side re-derives kept without detecting.
     """
-    from fairsets.annotate.persons import annotate_persons, summary_line
+    from fairsets.annotate.boxes.persons import annotate_persons, summary_line
     from fairsets.core.progress import Progress
 
     from .options import checked_device, library_errors, split_names

@@ -187,8 +187,8 @@ def verify_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary.")] = False,
 ) -> None:
     """Classifier labels vs human labels (κ, Krippendorff's α, by box size); boxes vs human boxes."""
+    from fairsets.annotate.heads.verify import verify_labels
     from fairsets.annotate.layout import AnnotationError
-    from fairsets.annotate.verify import verify_labels
     from fairsets.core.atomic import LayoutBusy
 
     setup_logging(False, quiet)
@@ -219,7 +219,7 @@ def verify_cmd(
     if out.exists() and not out.is_dir():
         die(f"{out}: a file is where the output folder must be; choose another --out")
     if boxes is not None:
-        from fairsets.annotate.detection_audit import audit_detection
+        from fairsets.annotate.boxes.detection_audit import audit_detection
 
         try:
             box_rep = audit_detection(ann, boxes, out_dir=out, iou=iou, all_detections=all_detections)

@@ -13,7 +13,7 @@ from fairsets._cli_util import console, die, setup_logging
 from .options import check_ann_folder, check_input_file, library_errors, names_option, split_names
 
 if TYPE_CHECKING:
-    from fairsets.annotate.vote import VoteResult
+    from fairsets.annotate.vote.run import VoteResult
 
 
 def summary_line(result: VoteResult, attribute: str) -> str:
@@ -92,8 +92,8 @@ def vote_cmd(
     STEM.agreement.json (κ, counts, run) and STEM.report.html. A re-run answers from the cache and
     asks only what failed.
     """
-    from fairsets.annotate.vote import parse_relax, vote_boxes
-    from fairsets.annotate.vote_prompts import ATTRIBUTES
+    from fairsets.annotate.vote.prompts import ATTRIBUTES
+    from fairsets.annotate.vote.run import parse_relax, vote_boxes
     from fairsets.core.progress import Progress
     from fairsets.fetch.chat import ChatServiceError
 

@@ -1,0 +1,112 @@
+"""Stage 3b, red-box person captions, and the choice of a captioner by a judge model.
+
+``fairsets annotate caption`` (:mod:`.caption`) reads the kept boxes (through
+:mod:`fairsets.annotate.chat`) and writes ``ANN/captions/{captioner}/{shard}.parquet``
+(:data:`~fairsets.annotate.layout.CAPTION_SCHEMA`, :func:`~fairsets.annotate.layout.captions_path`)
+with markers ``ANN/.fairsets/markers/caption-{captioner}/{shard}.json``. ``fairsets annotate
+compare-captioners`` (:mod:`.compare`) captions a sample with two captioners and has a judge pick the
+better caption (:mod:`.judge`: prompts, verdicts, the win rate); it writes ``OUT/verdicts.parquet``,
+``OUT/compare.json`` (:mod:`.compare_summary`) and ``OUT/report.html`` (:mod:`.compare_report`).
+What lets a caption run resume is :mod:`.resume`. Both cache every answer in ``ANN/.fairsets/chat-cache``.
+
+Importing this package imports none of its modules: each name below is imported on first use.
+"""
+
+from fairsets.core.lazy import lazy_exports
+
+__all__ = [
+    "CAPTIONS_DIR",
+    "CAPTION_SCHEMA",
+    "CHUNK",
+    "DEFAULT_JUDGE_INSTRUCTION",
+    "EXAMPLES_PER_VERDICT",
+    "JUDGE_MAX_TOKENS",
+    "MAX_CAPTION_CHARS",
+    "ROLES",
+    "SALT",
+    "STATUSES",
+    "THUMB_SIDE",
+    "VERDICTS",
+    "VERDICT_COLUMNS",
+    "JudgePrompt",
+    "Shard",
+    "Usage",
+    "WinRate",
+    "a_shown_first",
+    "bootstrap_interval",
+    "box_items",
+    "caption_boxes",
+    "captioner_lock",
+    "captions_path",
+    "check_name",
+    "check_same",
+    "compare_captioners",
+    "finished",
+    "forget",
+    "items_of",
+    "items_sha256",
+    "judge_prompt",
+    "judge_request",
+    "parse_position",
+    "pick_examples",
+    "prompt_sha256",
+    "report_html",
+    "run_block",
+    "stage",
+    "summary_payload",
+    "thumbnails",
+    "to_verdict",
+    "unchanged",
+    "wilson_interval",
+    "win_rate",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CAPTIONS_DIR": "fairsets.annotate.captions.caption",
+        "CAPTION_SCHEMA": "fairsets.annotate.captions.caption",
+        "CHUNK": "fairsets.annotate.captions.compare",
+        "DEFAULT_JUDGE_INSTRUCTION": "fairsets.annotate.captions.judge",
+        "EXAMPLES_PER_VERDICT": "fairsets.annotate.captions.compare_report",
+        "JUDGE_MAX_TOKENS": "fairsets.annotate.captions.compare",
+        "JudgePrompt": "fairsets.annotate.captions.judge",
+        "MAX_CAPTION_CHARS": "fairsets.annotate.captions.caption",
+        "ROLES": "fairsets.annotate.captions.compare_summary",
+        "SALT": "fairsets.annotate.captions.compare",
+        "STATUSES": "fairsets.annotate.captions.caption",
+        "Shard": "fairsets.annotate.captions.resume",
+        "THUMB_SIDE": "fairsets.annotate.captions.compare_report",
+        "Usage": "fairsets.annotate.captions.compare_summary",
+        "VERDICTS": "fairsets.annotate.captions.judge",
+        "VERDICT_COLUMNS": "fairsets.annotate.captions.compare",
+        "WinRate": "fairsets.annotate.captions.judge",
+        "a_shown_first": "fairsets.annotate.captions.judge",
+        "bootstrap_interval": "fairsets.annotate.captions.judge",
+        "box_items": "fairsets.annotate.captions.resume",
+        "caption_boxes": "fairsets.annotate.captions.caption",
+        "captioner_lock": "fairsets.annotate.captions.resume",
+        "captions_path": "fairsets.annotate.captions.caption",
+        "check_name": "fairsets.annotate.captions.resume",
+        "check_same": "fairsets.annotate.captions.resume",
+        "compare_captioners": "fairsets.annotate.captions.compare",
+        "finished": "fairsets.annotate.captions.resume",
+        "forget": "fairsets.annotate.captions.resume",
+        "items_of": "fairsets.annotate.captions.compare_report",
+        "items_sha256": "fairsets.annotate.captions.resume",
+        "judge_prompt": "fairsets.annotate.captions.judge",
+        "judge_request": "fairsets.annotate.captions.compare",
+        "parse_position": "fairsets.annotate.captions.judge",
+        "pick_examples": "fairsets.annotate.captions.compare_report",
+        "prompt_sha256": "fairsets.annotate.captions.resume",
+        "report_html": "fairsets.annotate.captions.compare_report",
+        "run_block": "fairsets.annotate.captions.compare_summary",
+        "stage": "fairsets.annotate.captions.resume",
+        "summary_payload": "fairsets.annotate.captions.compare_summary",
+        "thumbnails": "fairsets.annotate.captions.compare_report",
+        "to_verdict": "fairsets.annotate.captions.judge",
+        "unchanged": "fairsets.annotate.captions.compare_summary",
+        "wilson_interval": "fairsets.annotate.captions.judge",
+        "win_rate": "fairsets.annotate.captions.judge",
+    },
+)

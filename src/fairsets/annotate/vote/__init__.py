@@ -1,0 +1,98 @@
+"""Stage 3a, consensus labels from several chat-model annotators (``fairsets annotate vote``).
+
+Reads the kept boxes (through :mod:`fairsets.annotate.chat`) and an annotators file; writes the
+answers (``<stem>.answers.parquet``), the consensus LABELS file (:mod:`fairsets.annotate.heads.labels`
+format, which ``annotate train`` reads), its statistics and the report page next to the output
+(:func:`~.run.output_paths`), and caches every answer in ``ANN/.fairsets/chat-cache``. The
+questions and their parsed answers are :mod:`.prompts`, the consensus with its agreement
+statistics :mod:`.consensus`, the asking of every annotator :mod:`.ask`, the report page
+:mod:`.report` with its examples :mod:`.examples`, and the run that ties them :mod:`.run`.
+
+Importing this package imports none of its modules: each name below is imported on first use
+(so ``from fairsets.annotate.vote import vote_boxes`` works as it did when this was one module).
+"""
+
+from fairsets.core.lazy import lazy_exports
+
+__all__ = [
+    "ANSWER_SCHEMA",
+    "ATTRIBUTES",
+    "DEFAULT_CAP",
+    "DEFAULT_RELAX",
+    "EXAMPLES",
+    "FAILED",
+    "INVALID",
+    "MAX_ANSWER_CHARS",
+    "OK",
+    "OPTIONS",
+    "REFUSED",
+    "ROW_COLUMNS",
+    "THUMB_SIDE",
+    "VOTE_MAX_TOKENS",
+    "Asked",
+    "Ballot",
+    "Consensus",
+    "Example",
+    "Question",
+    "VoteResult",
+    "ask_all",
+    "build_question",
+    "choose_examples",
+    "default_keywords_path",
+    "example_views",
+    "load_keywords",
+    "output_paths",
+    "parse_answer",
+    "parse_relax",
+    "race_sample",
+    "recall_candidates",
+    "render_vote_report",
+    "sheet_copy",
+    "vote_boxes",
+    "vote_request",
+    "write_labels",
+    "write_vote_report",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ANSWER_SCHEMA": "fairsets.annotate.vote.ask",
+        "ATTRIBUTES": "fairsets.annotate.vote.prompts",
+        "Asked": "fairsets.annotate.vote.ask",
+        "Ballot": "fairsets.annotate.vote.consensus",
+        "Consensus": "fairsets.annotate.vote.consensus",
+        "DEFAULT_CAP": "fairsets.annotate.vote.consensus",
+        "DEFAULT_RELAX": "fairsets.annotate.vote.run",
+        "EXAMPLES": "fairsets.annotate.vote.examples",
+        "Example": "fairsets.annotate.vote.report",
+        "FAILED": "fairsets.annotate.vote.ask",
+        "INVALID": "fairsets.annotate.vote.prompts",
+        "MAX_ANSWER_CHARS": "fairsets.annotate.vote.ask",
+        "OK": "fairsets.annotate.vote.prompts",
+        "OPTIONS": "fairsets.annotate.vote.prompts",
+        "Question": "fairsets.annotate.vote.prompts",
+        "REFUSED": "fairsets.annotate.vote.prompts",
+        "ROW_COLUMNS": "fairsets.annotate.vote.consensus",
+        "THUMB_SIDE": "fairsets.annotate.vote.report",
+        "VOTE_MAX_TOKENS": "fairsets.annotate.vote.ask",
+        "VoteResult": "fairsets.annotate.vote.run",
+        "ask_all": "fairsets.annotate.vote.ask",
+        "build_question": "fairsets.annotate.vote.prompts",
+        "choose_examples": "fairsets.annotate.vote.examples",
+        "default_keywords_path": "fairsets.annotate.vote.prompts",
+        "example_views": "fairsets.annotate.vote.examples",
+        "load_keywords": "fairsets.annotate.vote.prompts",
+        "output_paths": "fairsets.annotate.vote.run",
+        "parse_answer": "fairsets.annotate.vote.prompts",
+        "parse_relax": "fairsets.annotate.vote.run",
+        "race_sample": "fairsets.annotate.vote.run",
+        "recall_candidates": "fairsets.annotate.vote.prompts",
+        "render_vote_report": "fairsets.annotate.vote.report",
+        "sheet_copy": "fairsets.annotate.vote.examples",
+        "vote_boxes": "fairsets.annotate.vote.run",
+        "vote_request": "fairsets.annotate.vote.ask",
+        "write_labels": "fairsets.annotate.vote.consensus",
+        "write_vote_report": "fairsets.annotate.vote.report",
+    },
+)
