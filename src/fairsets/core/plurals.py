@@ -12,7 +12,7 @@ A multi-word entry also matches the plural inflect gives the whole phrase (``par
 ``partners in crime``). Extra forms that are not English words match nothing and cost nothing.
 
 The persons audits (:mod:`fairsets.audit.persons.words`) and the recall keywords of ``annotate
-vote`` (:mod:`fairsets.annotate.vote_prompts`) both use :func:`word_forms`.
+vote`` (:mod:`fairsets.annotate.vote.prompts`) both use :func:`word_forms`.
 """
 
 from __future__ import annotations
