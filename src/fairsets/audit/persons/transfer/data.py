@@ -4,7 +4,7 @@ group rather than another, per category.
 * **Gender** (:func:`data_bias`, the study's measure) — among the *single-gender* person images
   (the exclusive image-level rule of :mod:`.tables`: every gender-labelled box ``female``, or every
   one ``male``; ``unclear`` boxes beside them allowed; mixed, unclear-only and unlabelled images
-  count nowhere) whose alt-text names ``c`` (:mod:`.transfer_categories`), the ``female`` and
+  count nowhere) whose alt-text names ``c`` (:mod:`.categories`), the ``female`` and
   ``male`` counts, ``bias = (female − male) / (female + male)`` in [−1, 1] and ``share_female =
   female / (female + male)`` (the study's "proportion of female images"; bias = 2·share − 1, so ρ
   and R² are the same with either).
@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .tables import MIXED, UNCLEAR, UNLABELLED, blank_sql, labelled_attributes
-from .transfer_categories import check_categories, count_named
-from .words import default_exclusions_path, load_exclusions, matched_phrases
+from ..tables import MIXED, UNCLEAR, UNLABELLED, blank_sql, labelled_attributes
+from ..words import default_exclusions_path, load_exclusions, matched_phrases
+from .categories import check_categories, count_named
 
 if TYPE_CHECKING:
     import duckdb
@@ -92,7 +92,7 @@ def data_bias(
 
     Args:
         con: a connection from :func:`fairsets.audit.persons.tables.connect` (needs gender labels).
-        categories: the categories (:func:`.transfer_categories.load_categories`).
+        categories: the categories (:func:`.categories.load_categories`).
         min_count: keep a category when female + male ≥ this; the others are listed in ``dropped``.
         exclusions: phrases masked out of the alt-texts first (None: the shipped list; ``[]``: none).
         top_phrases: list the phrases (the match with a word each side) each kept category matched
