@@ -1,6 +1,6 @@
 """The Jinja2 template of the audit report (one self-contained HTML file, inline CSS)."""
 
-from .style import FIGURE_CSS, PAGE_CSS
+from .page import FIGURE_CSS, PAGE_CSS
 
 TEMPLATE = (
     """\

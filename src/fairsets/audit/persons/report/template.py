@@ -2,10 +2,10 @@
 
 It renders the sections of :func:`.context.build_context` as lists of blocks (see
 :mod:`.common`); every value is escaped by Jinja2's autoescaping. The CSS of the page, the tables' frame
-and the figures is the VLM audit report's (:mod:`fairsets.audit.report.style`).
+and the figures is the VLM audit report's (:mod:`fairsets.audit.report.page`).
 """
 
-from fairsets.audit.report.style import FIGURE_CSS, PAGE_CSS
+from fairsets.audit.report.page import FIGURE_CSS, PAGE_CSS
 
 TEMPLATE = (
     """\

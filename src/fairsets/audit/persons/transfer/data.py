@@ -80,6 +80,19 @@ def _check_min_count(min_count: Any) -> int:
     return min_count
 
 
+def _checked(
+    con: duckdb.DuckDBPyConnection, categories: Sequence[str], min_count: Any, attr: str
+) -> list[str]:
+    """The checked categories, once ``min_count`` is checked and the folder has ``attr`` labels."""
+    cats = check_categories(categories)
+    _check_min_count(min_count)
+    if not labelled_attributes(con, "boxes")[attr]:
+        raise ValueError(
+            f"the folder has no {attr} labels; run fairsets annotate classify --attribute {attr}"
+        )
+    return cats
+
+
 def data_bias(
     con: duckdb.DuckDBPyConnection,
     categories: Sequence[str],
@@ -109,10 +122,7 @@ def data_bias(
     Raises:
         ValueError: no gender labels in the folder, a bad ``min_count`` or bad categories.
     """
-    cats = check_categories(categories)
-    _check_min_count(min_count)
-    if not labelled_attributes(con, "boxes")["gender"]:
-        raise ValueError("the folder has no gender labels; run fairsets annotate classify --attribute gender")
+    cats = _checked(con, categories, min_count, "gender")
     if isinstance(top_phrases, bool) or not isinstance(top_phrases, int) or top_phrases < 0:
         raise ValueError(f"top_phrases must be a whole number ≥ 0, not {top_phrases!r}")
     phrases = _exclusions(exclusions)
@@ -197,10 +207,7 @@ def race_data_bias(
     Raises:
         ValueError: no race labels in the folder, a bad ``min_count`` or bad categories.
     """
-    cats = check_categories(categories)
-    _check_min_count(min_count)
-    if not labelled_attributes(con, "boxes")["race"]:
-        raise ValueError("the folder has no race labels; run fairsets annotate classify --attribute race")
+    cats = _checked(con, categories, min_count, "race")
     declared, source = race_groups(con, groups)
     counts, totals = count_named(
         con, cats, group_sql=RACE_GROUP_SQL, where_sql=RACE_SINGLE_SQL, exclusions=_exclusions(exclusions)
