@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 from person_tables import ImageSpec, write_person_tables
 
-from fairsets.audit.persons import tables, transfer, transfer_data, transfer_race
-from fairsets.audit.persons.transfer_fit import relation
+from fairsets.audit.persons import tables, transfer
+from fairsets.audit.persons.transfer import data as transfer_data
+from fairsets.audit.persons.transfer import race as transfer_race
+from fairsets.audit.persons.transfer.fit import relation
 from fairsets.audit.persons.words import default_exclusions_path
 
 F, M = ("female", "white", 0.1), ("male", "black", 0.1)
@@ -285,7 +287,7 @@ def test_kept_categories_list_what_they_matched(tmp_path):
 def test_race_groups_are_the_declared_head_classes(tmp_path):
     import json
 
-    from fairsets.audit.persons.transfer_run import declared_races
+    from fairsets.audit.persons.transfer.run import declared_races
 
     ann = write_person_tables(tmp_path / "ann", _race_specs())
     assert declared_races(ann) is None  # no head recorded: the labels present are the groups

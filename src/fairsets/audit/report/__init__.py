@@ -48,13 +48,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fairsets.core.atomic import atomic_write_text
-
 from .checks import AUDIT_SCHEMA, check_audit
 from .checks import EMBEDDINGS as EMBEDDINGS
 from .context import build_context
 from .formatting import format_change as format_change
 from .formatting import format_number as format_number
+from .page import write_page
 from .template import TEMPLATE
 
 __all__ = ["AUDIT_SCHEMA", "check_audit", "render_report"]
@@ -76,8 +75,4 @@ def render_report(audit: Mapping[str, Any], path: str | os.PathLike[str]) -> Pat
     problems = check_audit(audit)
     if problems:
         raise ValueError("cannot report this audit:\n- " + "\n- ".join(problems))
-    import jinja2
-
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    html = env.from_string(TEMPLATE).render(**build_context(audit))
-    return atomic_write_text(path, html)
+    return write_page(TEMPLATE, build_context(audit), path)

@@ -1,6 +1,9 @@
 """The Jinja2 template of the audit report (one self-contained HTML file, inline CSS)."""
 
-TEMPLATE = """\
+from .page import FIGURE_CSS, PAGE_CSS
+
+TEMPLATE = (
+    """\
 {%- macro metric_head(has_debiased) -%}
 <tr><th rowspan="2">Set</th><th rowspan="2">Prompt</th>
 {%- for label in ["JSD vs uniform", "Std of group means", "Mean sim."] %}
@@ -24,20 +27,16 @@ TEMPLATE = """\
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>VLM bias audit: {{ a.dataset }} / {{ a.model }}</title>
 <style>
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1.5rem auto;
-       max-width: 1200px; padding: 0 1rem; color: #1a1a1a; line-height: 1.45; }
-h1 { font-size: 1.6rem; margin-bottom: .2rem; }
-h2 { border-bottom: 1px solid #ccc; padding-bottom: .2rem; margin-top: 2rem; }
-h3 { margin-top: 1.6rem; }
-table { border-collapse: collapse; margin: .6rem 0; font-size: .88rem; }
+"""
+    + PAGE_CSS
+    + """\
 th, td { border: 1px solid #d0d0d0; padding: .25rem .5rem; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
 table.kv th { width: 12rem; }
-.fig { overflow-x: auto; margin: .6rem 0; }
-.fig img { display: block; max-width: none; }
-.note { color: #555; font-size: .88rem; }
-details { margin: .5rem 0; }
+"""
+    + FIGURE_CSS
+    + """\
 summary { cursor: pointer; }
 .sub { color: #555; font-size: .95rem; margin-top: 0; }
 .warn { background: #fff4e5; border: 1px solid #f0b26b; padding: .4rem .8rem; margin: 1rem 0; }
@@ -171,3 +170,4 @@ each set; small values mean the synonymous prompts retrieve the same mix of grou
 </body>
 </html>
 """
+)

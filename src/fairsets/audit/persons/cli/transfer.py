@@ -1,5 +1,5 @@
 """``fairsets audit transfer``: how much of a model's gender (and race) bias about social
-categories the alt-texts of an annotation folder predict (:mod:`fairsets.audit.persons.transfer_run`).
+categories the alt-texts of an annotation folder predict (:mod:`fairsets.audit.persons.transfer.run`).
 
 Every input is checked before a model loads (the template, the category file, the exclusions file,
 the folder's gender labels and, with ``--race``, its race labels, the probe, the generated-images
@@ -140,9 +140,9 @@ def audit_transfer_cmd(
     from fairsets.core.progress import Progress
 
     from .. import transfer as T
-    from .. import transfer_run as R
-    from ..transfer_data import exclusions_record
-    from ..transfer_summary import summary_lines
+    from ..transfer import run as R
+    from ..transfer.data import exclusions_record
+    from ..transfer.summary import summary_lines
 
     setup_logging(False, quiet)
     errors = library_errors()

@@ -54,7 +54,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fairsets.core.atomic import atomic_write_text
+from fairsets.audit.report.page import write_page
 
 from .checks import PERSONS_SCHEMA, check_persons_audit
 from .common import CAPTION_CHARS, TEXT_CHARS, format_ci, format_delta, format_share
@@ -89,8 +89,4 @@ def render_persons_report(audit: Mapping[str, Any], path: str | os.PathLike[str]
     problems = check_persons_audit(audit)
     if problems:
         raise ValueError("cannot report this persons audit:\n- " + "\n- ".join(problems))
-    import jinja2
-
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    html = env.from_string(TEMPLATE).render(**build_context(audit))
-    return atomic_write_text(path, html)
+    return write_page(TEMPLATE, build_context(audit), path)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from fairsets.audit.report.formatting import format_number
 from fairsets.audit.report.plots import figure, group_ticks, mpl_label, png_uri
@@ -165,6 +165,36 @@ def _ci_bar_png(
     return png_uri(fig)
 
 
+class _Chart(NamedTuple):
+    """One bar chart of per-group values: :func:`_ci_bar_png`'s series, title, y label and options,
+    and the image's alt text."""
+
+    series: Sequence[tuple[str, Sequence[Any], Sequence[Any] | None]]
+    title: str
+    ylabel: str
+    alt: str
+    scale: float = 1.0
+    zero_line: bool = False
+
+
+def _charts(
+    names: Sequence[str], values: Sequence[Any], charts: Sequence[_Chart], note: str | None = None
+) -> list[dict[str, Any]]:
+    """The ``charts`` of the groups ``names`` when some group has a number in ``values``; otherwise,
+    when there are groups, the ``note`` that says why there is no chart."""
+    if any(_is_num(v) for v in values):
+        return [
+            _img(
+                _ci_bar_png(
+                    names, c.series, title=c.title, ylabel=c.ylabel, scale=c.scale, zero_line=c.zero_line
+                ),
+                c.alt,
+            )
+            for c in charts
+        ]
+    return [_p(note, note=True)] if note and names else []
+
+
 # ----------------------------------------------------------------------------------------------------
 # Blocks: the template renders a list of these per section.
 
@@ -242,6 +272,23 @@ def _kinds(section: Mapping[str, Any]) -> list[tuple[str, Any]]:
         reason = section.get("person_reason") or "the audit has no person-caption results"
         out.append(("Person captions", _text(reason)))
     return out
+
+
+def _per_kind(
+    section: Mapping[str, Any], body: Callable[[str, Mapping[str, Any]], list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """For the alt-texts and each person captioner (:func:`_kinds`): its heading, then
+    ``body(title, result)``, or the sentence that says why that kind of text was not computed."""
+    blocks: list[dict[str, Any]] = []
+    for title, sec in _kinds(section):
+        blocks.append(_h(title))
+        if isinstance(sec, str):
+            blocks.append(_p(f"Not computed: {sec}."))
+        elif not isinstance(sec, Mapping):
+            blocks.append(_p("Not computed for this kind of text."))
+        else:
+            blocks += body(title, sec)
+    return blocks
 
 
 def _skip_reason(audit: Mapping[str, Any], key: str) -> str:

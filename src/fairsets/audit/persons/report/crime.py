@@ -12,18 +12,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from .common import (
-    _ci_bar_png,
+    _Chart,
+    _charts,
     _clean,
     _count,
     _cut,
     _definitions,
     _details,
-    _h,
-    _img,
-    _is_num,
-    _kinds,
     _map,
     _p,
+    _per_kind,
     _seq,
     _table,
     _text,
@@ -56,73 +54,72 @@ def _crime(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
     alt_by_title = {"Alt-texts of person images": alternative.get("alt")} | {
         f"Person captions by {_text(name, 100)}": sec for name, sec in _map(alternative.get("person")).items()
     }
-    for title, sec in _kinds(crime):
-        other_sec = _map(alt_by_title.get(title))
-        blocks.append(_h(title))
-        if isinstance(sec, str):
-            blocks.append(_p(f"Not computed: {sec}."))
-            continue
-        if not isinstance(sec, Mapping):
-            blocks.append(_p("Not computed for this kind of text."))
-            continue
-        o = _map(sec.get("overall"))
-        blocks.append(
-            _p(
-                f"Overall: {_count(o.get('matches'))} of {_count(o.get('n'))} texts contain a crime word "
-                f"({format_share(o.get('rate'))}, 95% CI {format_ci(o.get('ci95'))}); "
-                f"{_count(sec.get('no_text'))} empty texts left out."
-            )
-        )
-        plot_names, plot_values = [], []
-        for attr in ("gender", "race"):
-            groups = sec.get(attr)
-            if not isinstance(groups, Mapping):
-                blocks.append(_p(f"No perceived {attr} labels for these texts.", note=True))
-                continue
-            rows = []
-            for g, r in groups.items():
-                r = _map(r)
-                ref = _map(r.get("reference"))
-                rows.append(
-                    [
-                        _text(g),
-                        _count(r.get("matches")),
-                        _count(r.get("n")),
-                        format_share(r.get("rate")),
-                        format_ci(r.get("ci95")),
-                        format_delta(r.get("delta_pct")),
-                        _text(r.get("reason")) if r.get("reason") else "",
-                        format_share(ref.get("rate")),
-                        format_delta(_map(_map(other_sec.get(attr)).get(g)).get("delta_pct")),
-                    ]
-                )
-                plot_names.append(f"{attr}: {g}")
-                plot_values.append(r.get("delta_pct"))
-            head = [
-                attr,
-                "matches",
-                "texts",
-                "rate",
-                "95% CI",
-                "Δ%",
-                "why no Δ",
-                "reference rate",
-                f"Δ% ({other})",
-            ]
-            blocks.append(_table(head, rows, f"By perceived {attr}"))
-        if any(_is_num(v) for v in plot_values):
-            png = _ci_bar_png(
-                plot_names,
-                [("Δ%", plot_values, None)],
-                title=f"Crime-word Δ% by group — {title}",
-                ylabel="Δ% vs all texts",
-                zero_line=True,
-            )
-            blocks.append(_img(png, f"Crime-word Δ% by group, {title}"))
-        elif plot_names:
-            blocks.append(_p("No group has a Δ (see the reasons in the tables).", note=True))
-        blocks += _phrases(sec.get("top_phrases"), title)
+    blocks += _per_kind(
+        crime, lambda title, sec: _crime_kind(title, sec, _map(alt_by_title.get(title)), other)
+    )
     blocks += _definitions(crime.get("definitions"), "crime words")
+    return blocks
+
+
+def _crime_kind(
+    title: str, sec: Mapping[str, Any], other_sec: Mapping[str, Any], other: str
+) -> list[dict[str, Any]]:
+    """One kind of text: the overall rate, a table per attribute (with the Δ of the other reference
+    set, ``other_sec``), the Δ chart and the matched phrases."""
+    o = _map(sec.get("overall"))
+    blocks = [
+        _p(
+            f"Overall: {_count(o.get('matches'))} of {_count(o.get('n'))} texts contain a crime word "
+            f"({format_share(o.get('rate'))}, 95% CI {format_ci(o.get('ci95'))}); "
+            f"{_count(sec.get('no_text'))} empty texts left out."
+        )
+    ]
+    plot_names, plot_values = [], []
+    for attr in ("gender", "race"):
+        groups = sec.get(attr)
+        if not isinstance(groups, Mapping):
+            blocks.append(_p(f"No perceived {attr} labels for these texts.", note=True))
+            continue
+        rows = []
+        for g, r in groups.items():
+            r = _map(r)
+            ref = _map(r.get("reference"))
+            rows.append(
+                [
+                    _text(g),
+                    _count(r.get("matches")),
+                    _count(r.get("n")),
+                    format_share(r.get("rate")),
+                    format_ci(r.get("ci95")),
+                    format_delta(r.get("delta_pct")),
+                    _text(r.get("reason")) if r.get("reason") else "",
+                    format_share(ref.get("rate")),
+                    format_delta(_map(_map(other_sec.get(attr)).get(g)).get("delta_pct")),
+                ]
+            )
+            plot_names.append(f"{attr}: {g}")
+            plot_values.append(r.get("delta_pct"))
+        head = [
+            attr,
+            "matches",
+            "texts",
+            "rate",
+            "95% CI",
+            "Δ%",
+            "why no Δ",
+            "reference rate",
+            f"Δ% ({other})",
+        ]
+        blocks.append(_table(head, rows, f"By perceived {attr}"))
+    chart = _Chart(
+        [("Δ%", plot_values, None)],
+        title=f"Crime-word Δ% by group — {title}",
+        ylabel="Δ% vs all texts",
+        alt=f"Crime-word Δ% by group, {title}",
+        zero_line=True,
+    )
+    blocks += _charts(plot_names, plot_values, [chart], "No group has a Δ (see the reasons in the tables).")
+    blocks += _phrases(sec.get("top_phrases"), title)
     return blocks
 
 

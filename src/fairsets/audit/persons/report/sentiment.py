@@ -10,17 +10,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from .common import (
-    _ci_bar_png,
+    _Chart,
+    _charts,
     _count,
     _definitions,
-    _h,
-    _img,
-    _is_num,
-    _kinds,
     _kv,
     _map,
     _num,
     _p,
+    _per_kind,
     _skip_reason,
     _table,
     _text,
@@ -44,69 +42,65 @@ def _sentiment(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
             ]
         )
     ]
-    for title, sec in _kinds(sent):
-        blocks.append(_h(title))
-        if isinstance(sec, str):
-            blocks.append(_p(f"Not computed: {sec}."))
-            continue
-        if not isinstance(sec, Mapping):
-            blocks.append(_p("Not computed for this kind of text."))
-            continue
-        head = [
-            "group",
-            "texts",
-            "mean",
-            "95% CI",
-            "negative",
-            "share",
-            "95% CI",
-            "positive",
-            "share",
-            "95% CI",
-            "why missing",
-        ]
-        rows = [_sent_row("all texts", sec.get("overall"))]
-        names, means, mean_cis, negs, neg_cis, poss, pos_cis = [], [], [], [], [], [], []
-        missing = []
-        for attr in ("gender", "race"):
-            groups = sec.get(attr)
-            if not isinstance(groups, Mapping):
-                missing.append(f"no perceived {attr} labels")
-                continue
-            for g, r in groups.items():
-                r = _map(r)
-                rows.append(_sent_row(f"{attr}: {g}", r))
-                names.append(f"{attr}: {g}")
-                means.append(r.get("mean"))
-                mean_cis.append(r.get("mean_ci95"))
-                negs.append(_map(r.get("negative")).get("share"))
-                neg_cis.append(_map(r.get("negative")).get("ci95"))
-                poss.append(_map(r.get("positive")).get("share"))
-                pos_cis.append(_map(r.get("positive")).get("ci95"))
-        cap = "; ".join([f"{_count(sec.get('no_text'))} empty texts left out", *missing])
-        cap += "; negative = the paper's negative ratio"
-        blocks.append(_table(head, rows, cap))
-        if any(_is_num(v) for v in means):
-            png = _ci_bar_png(
-                names,
-                [("mean score", means, mean_cis)],
-                title=f"Mean sentiment — {title}",
-                ylabel="mean score",
-                zero_line=True,
-            )
-            blocks.append(_img(png, f"Mean sentiment by group, {title}"))
-            png = _ci_bar_png(
-                names,
-                [("negative", negs, neg_cis), ("positive", poss, pos_cis)],
-                title=f"Negative and positive shares — {title}",
-                ylabel="share (%)",
-                scale=100.0,
-            )
-            blocks.append(_img(png, f"Negative and positive sentiment shares by group, {title}"))
-        elif names:
-            blocks.append(_p("No group has enough texts for a mean (see the reasons).", note=True))
+    blocks += _per_kind(sent, _sentiment_kind)
     blocks += _definitions(sent.get("definitions"), "sentiment")
     return blocks
+
+
+def _sentiment_kind(title: str, sec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One kind of text: the table of every group (overall first) and the charts of the means and
+    of the negative and positive shares."""
+    head = [
+        "group",
+        "texts",
+        "mean",
+        "95% CI",
+        "negative",
+        "share",
+        "95% CI",
+        "positive",
+        "share",
+        "95% CI",
+        "why missing",
+    ]
+    rows = [_sent_row("all texts", sec.get("overall"))]
+    names, means, mean_cis, negs, neg_cis, poss, pos_cis = [], [], [], [], [], [], []
+    missing = []
+    for attr in ("gender", "race"):
+        groups = sec.get(attr)
+        if not isinstance(groups, Mapping):
+            missing.append(f"no perceived {attr} labels")
+            continue
+        for g, r in groups.items():
+            r = _map(r)
+            rows.append(_sent_row(f"{attr}: {g}", r))
+            names.append(f"{attr}: {g}")
+            means.append(r.get("mean"))
+            mean_cis.append(r.get("mean_ci95"))
+            negs.append(_map(r.get("negative")).get("share"))
+            neg_cis.append(_map(r.get("negative")).get("ci95"))
+            poss.append(_map(r.get("positive")).get("share"))
+            pos_cis.append(_map(r.get("positive")).get("ci95"))
+    cap = "; ".join([f"{_count(sec.get('no_text'))} empty texts left out", *missing])
+    cap += "; negative = the paper's negative ratio"
+    charts = [
+        _Chart(
+            [("mean score", means, mean_cis)],
+            title=f"Mean sentiment — {title}",
+            ylabel="mean score",
+            alt=f"Mean sentiment by group, {title}",
+            zero_line=True,
+        ),
+        _Chart(
+            [("negative", negs, neg_cis), ("positive", poss, pos_cis)],
+            title=f"Negative and positive shares — {title}",
+            ylabel="share (%)",
+            alt=f"Negative and positive sentiment shares by group, {title}",
+            scale=100.0,
+        ),
+    ]
+    note = "No group has enough texts for a mean (see the reasons)."
+    return [_table(head, rows, cap), *_charts(names, means, charts, note)]
 
 
 def _sent_row(name: str, r: Any) -> list[str]:

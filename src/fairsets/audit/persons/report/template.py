@@ -1,10 +1,14 @@
 """The Jinja2 template of the persons report: one HTML file, inline CSS, no script.
 
 It renders the sections of :func:`.context.build_context` as lists of blocks (see
-:mod:`.common`); every value is escaped by Jinja2's autoescaping.
+:mod:`.common`); every value is escaped by Jinja2's autoescaping. The CSS of the page, the tables' frame
+and the figures is the VLM audit report's (:mod:`fairsets.audit.report.page`).
 """
 
-TEMPLATE = """\
+from fairsets.audit.report.page import FIGURE_CSS, PAGE_CSS
+
+TEMPLATE = (
+    """\
 {%- macro render(blocks) -%}
 {%- for b in blocks -%}
 {%- if b.kind == "p" %}
@@ -49,22 +53,18 @@ TEMPLATE = """\
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Persons audit: {{ title }}</title>
 <style>
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1.5rem auto;
-       max-width: 1200px; padding: 0 1rem; color: #1a1a1a; line-height: 1.45; }
-h1 { font-size: 1.6rem; margin-bottom: .2rem; }
-h2 { border-bottom: 1px solid #ccc; padding-bottom: .2rem; margin-top: 2rem; }
-h3 { margin-top: 1.6rem; }
-table { border-collapse: collapse; margin: .6rem 0; font-size: .88rem; }
+"""
+    + PAGE_CSS
+    + """\
 caption { text-align: left; color: #555; padding: .2rem 0; }
 th, td { border: 1px solid #d0d0d0; padding: .25rem .5rem; text-align: left; vertical-align: top;
          overflow-wrap: anywhere; }
 th { background: #f3f3f3; white-space: nowrap; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 table.kv th { width: 14rem; }
-.fig { overflow-x: auto; margin: .6rem 0; }
-.fig img { display: block; max-width: none; }
-.note { color: #555; font-size: .88rem; }
-details { margin: .5rem 0; }
+"""
+    + FIGURE_CSS
+    + """\
 details details { margin-left: 1rem; }
 summary { cursor: pointer; }
 li { overflow-wrap: anywhere; }
@@ -88,3 +88,4 @@ sentiment and caption themes. Labels are what classifiers perceive in images, no
 </body>
 </html>
 """
+)

@@ -12,13 +12,12 @@ from typing import Any
 
 from .common import (
     _caption,
-    _ci_bar_png,
+    _Chart,
+    _charts,
     _count,
     _definitions,
     _details,
     _h,
-    _img,
-    _is_num,
     _kv,
     _list,
     _map,
@@ -150,15 +149,14 @@ def _themes(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "latent texts",
             ]
             blocks.append(_table(head, rows))
-            if any(_is_num(v) for v in pmis):
-                png = _ci_bar_png(
-                    names,
-                    [("PMI", pmis, cis)],
-                    title=f"Top themes of {attr} {ident} (PMI)",
-                    ylabel="PMI (natural log)",
-                    zero_line=True,
-                )
-                blocks.append(_img(png, f"PMI of the top themes of {attr} {ident}"))
+            chart = _Chart(
+                [("PMI", pmis, cis)],
+                title=f"Top themes of {attr} {ident} (PMI)",
+                ylabel="PMI (natural log)",
+                alt=f"PMI of the top themes of {attr} {ident}",
+                zero_line=True,
+            )
+            blocks += _charts(names, pmis, [chart])
         if latents:
             inner = []
             for lid, lat in latents.items():

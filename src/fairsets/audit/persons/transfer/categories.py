@@ -22,8 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .tables import blank_sql
-from .words import masked_sql, read_word_file, sql_str, word_forms
+from ..tables import blank_sql
+from ..words import masked_sql, read_word_file, sql_str, word_forms
 
 if sys.version_info >= (3, 11):
     pass

@@ -1,5 +1,5 @@
 """The scatter plot of the bias-transfer audit: one point per category, data bias against model
-bias, with the least-squares line (:func:`.transfer_fit.relation`)."""
+bias, with the least-squares line (:func:`.fit.relation`)."""
 
 from __future__ import annotations
 

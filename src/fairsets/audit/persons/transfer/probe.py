@@ -27,7 +27,7 @@ import numpy as np
 
 from fairsets.core.progress import Progress
 
-from .transfer_generate import GENDERS
+from .generated import GENDERS
 
 if TYPE_CHECKING:
     from fairsets.models import VLM
@@ -144,7 +144,7 @@ def _probe_from_annotations(
     from fairsets.annotate.images import DEFAULT_MAX_BYTES
     from fairsets.annotate.items import shard_refs
 
-    from .tables import connect
+    from ..tables import connect
 
     con = connect(path)
     try:

@@ -4,7 +4,7 @@ group rather than another, per category.
 * **Gender** (:func:`data_bias`, the study's measure) — among the *single-gender* person images
   (the exclusive image-level rule of :mod:`.tables`: every gender-labelled box ``female``, or every
   one ``male``; ``unclear`` boxes beside them allowed; mixed, unclear-only and unlabelled images
-  count nowhere) whose alt-text names ``c`` (:mod:`.transfer_categories`), the ``female`` and
+  count nowhere) whose alt-text names ``c`` (:mod:`.categories`), the ``female`` and
   ``male`` counts, ``bias = (female − male) / (female + male)`` in [−1, 1] and ``share_female =
   female / (female + male)`` (the study's "proportion of female images"; bias = 2·share − 1, so ρ
   and R² are the same with either).
@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .tables import MIXED, UNCLEAR, UNLABELLED, blank_sql, labelled_attributes
-from .transfer_categories import check_categories, count_named
-from .words import default_exclusions_path, load_exclusions, matched_phrases
+from ..tables import MIXED, UNCLEAR, UNLABELLED, blank_sql, labelled_attributes
+from ..words import default_exclusions_path, load_exclusions, matched_phrases
+from .categories import check_categories, count_named
 
 if TYPE_CHECKING:
     import duckdb
@@ -80,6 +80,19 @@ def _check_min_count(min_count: Any) -> int:
     return min_count
 
 
+def _checked(
+    con: duckdb.DuckDBPyConnection, categories: Sequence[str], min_count: Any, attr: str
+) -> list[str]:
+    """The checked categories, once ``min_count`` is checked and the folder has ``attr`` labels."""
+    cats = check_categories(categories)
+    _check_min_count(min_count)
+    if not labelled_attributes(con, "boxes")[attr]:
+        raise ValueError(
+            f"the folder has no {attr} labels; run fairsets annotate classify --attribute {attr}"
+        )
+    return cats
+
+
 def data_bias(
     con: duckdb.DuckDBPyConnection,
     categories: Sequence[str],
@@ -92,7 +105,7 @@ def data_bias(
 
     Args:
         con: a connection from :func:`fairsets.audit.persons.tables.connect` (needs gender labels).
-        categories: the categories (:func:`.transfer_categories.load_categories`).
+        categories: the categories (:func:`.categories.load_categories`).
         min_count: keep a category when female + male ≥ this; the others are listed in ``dropped``.
         exclusions: phrases masked out of the alt-texts first (None: the shipped list; ``[]``: none).
         top_phrases: list the phrases (the match with a word each side) each kept category matched
@@ -109,10 +122,7 @@ def data_bias(
     Raises:
         ValueError: no gender labels in the folder, a bad ``min_count`` or bad categories.
     """
-    cats = check_categories(categories)
-    _check_min_count(min_count)
-    if not labelled_attributes(con, "boxes")["gender"]:
-        raise ValueError("the folder has no gender labels; run fairsets annotate classify --attribute gender")
+    cats = _checked(con, categories, min_count, "gender")
     if isinstance(top_phrases, bool) or not isinstance(top_phrases, int) or top_phrases < 0:
         raise ValueError(f"top_phrases must be a whole number ≥ 0, not {top_phrases!r}")
     phrases = _exclusions(exclusions)
@@ -197,10 +207,7 @@ def race_data_bias(
     Raises:
         ValueError: no race labels in the folder, a bad ``min_count`` or bad categories.
     """
-    cats = check_categories(categories)
-    _check_min_count(min_count)
-    if not labelled_attributes(con, "boxes")["race"]:
-        raise ValueError("the folder has no race labels; run fairsets annotate classify --attribute race")
+    cats = _checked(con, categories, min_count, "race")
     declared, source = race_groups(con, groups)
     counts, totals = count_named(
         con, cats, group_sql=RACE_GROUP_SQL, where_sql=RACE_SINGLE_SQL, exclusions=_exclusions(exclusions)

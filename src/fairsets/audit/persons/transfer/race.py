@@ -1,7 +1,7 @@
 """Race bias transfer (beyond the study, which measured gender): for each race group ``g``, does
 the data bias of ``g`` against the other races predict the model's?
 
-* **data bias** — :func:`.transfer_data.race_data_bias`: among the single-race person images whose
+* **data bias** — :func:`.data.race_data_bias`: among the single-race person images whose
   alt-text names category ``c``, the share of race ``g``, ``share_g(c)``;
 * **model bias** — :func:`race_model_bias`, the gender ``d(c)`` with the probe images of ``g`` in
   the place of the women and those of every other race group in the place of the men:
@@ -9,12 +9,12 @@ the data bias of ``g`` against the other races predict the model's?
       d_g(c) = (mean_{x∈P_g} cos(x, c) − mean_{y∈P_rest} cos(y, c)) / std_{w∈P_g∪P_rest} cos(w, c)
 
   (population std; positive: the model puts ``c`` nearer the images of ``g``);
-* **relation** — :func:`race_relations`: per group, :func:`.transfer_fit.relation` of
+* **relation** — :func:`race_relations`: per group, :func:`.fit.relation` of
   ``share_g(c)`` and ``d_g(c)`` across the categories kept for race (ρ, R², Chebyshev gains
   in-sample and cross-validated).
 
 The probe of race ``g`` is the kept boxes of the probe folder labelled ``g`` (``unclear`` and
-unlabelled boxes are never probes): :func:`.transfer_probe.embed_race_probe`.
+unlabelled boxes are never probes): :func:`.probe.embed_race_probe`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from .transfer import model_bias_many
-from .transfer_fit import relation_or_reason
+from .fit import relation_or_reason
+from .model import model_bias_many
 
 __all__ = ["DEFINITIONS", "race_model_bias", "race_relations"]
 
@@ -94,7 +94,7 @@ def race_model_bias(
 def race_relations(
     data: Mapping[str, Any], model: Mapping[str, Any] | None, *, folds: int | None = None, seed: int = 0
 ) -> dict[str, dict[str, Any]]:
-    """Per race group of ``data`` (:func:`.transfer_data.race_data_bias`): the relation of its share
+    """Per race group of ``data`` (:func:`.data.race_data_bias`): the relation of its share
     to its ``d_g`` (``model``: :func:`race_model_bias`, None: no model bias, a reason instead),
     each with the categories it used."""
     cats = [r["category"] for r in data["categories"]]

@@ -1,12 +1,16 @@
 """Generated images for the bias-transfer audit: the folder layout ``--generated`` reads (one
-sub-folder per category), the gender head that labels them, and :func:`generate_images`, which
-fills such a folder with a ``diffusers`` text-to-image pipeline (a CUDA device is required)."""
+sub-folder per category), the gender head that labels them, :func:`generate_images`, which
+fills such a folder with a ``diffusers`` text-to-image pipeline (a CUDA device is required), and
+their bias: :func:`read_generated` classifies each prompt folder's images and
+:func:`generated_bias` gives, for a text-to-image model, the share of the images generated for the
+prompt about ``c`` that a gender classifier labels ``female`` (and the ``bias`` of data bias over
+female + male)."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,15 +19,27 @@ import numpy as np
 from fairsets.core.atomic import atomic_path
 from fairsets.core.progress import Progress
 
-from . import transfer as T
+from .model import DEFAULT_TEMPLATE, check_template
 
 if TYPE_CHECKING:
     from fairsets.annotate.heads import Head
     from fairsets.models import VLM
 
-__all__ = ["GENDERS", "check_generated", "gender_classifier", "generate_images", "load_gender_head"]
+__all__ = [
+    "GENDERS",
+    "IMAGE_SUFFIXES",
+    "check_generated",
+    "gender_classifier",
+    "generate_images",
+    "generated_bias",
+    "load_gender_head",
+    "read_generated",
+]
 
 GENDERS = ("female", "male")
+
+#: Image file suffixes :func:`read_generated` reads.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 
 
 def check_generated(folder: str | os.PathLike[str], categories: Sequence[str]) -> dict[str, str]:
@@ -58,10 +74,8 @@ def check_generated(folder: str | os.PathLike[str], categories: Sequence[str]) -
             )
         if cat in seen:
             raise ValueError(f"--generated {root}: {seen[cat]!r} and {sub.name!r} are both {cat!r}; keep one")
-        if not any(p.is_file() and p.suffix.lower() in T.IMAGE_SUFFIXES for p in sub.iterdir()):
-            raise ValueError(
-                f"--generated {root}: {sub.name!r} holds no image ({', '.join(T.IMAGE_SUFFIXES)})"
-            )
+        if not any(p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES for p in sub.iterdir()):
+            raise ValueError(f"--generated {root}: {sub.name!r} holds no image ({', '.join(IMAGE_SUFFIXES)})")
         seen[cat] = sub.name
         out[sub.name] = cat
     return out
@@ -109,7 +123,7 @@ def generate_images(
     categories: Sequence[str],
     out: str | os.PathLike[str],
     *,
-    template: str = T.DEFAULT_TEMPLATE,
+    template: str = DEFAULT_TEMPLATE,
     per_category: int = 100,
     seed: int = 0,
     steps: int = 50,
@@ -140,7 +154,7 @@ def generate_images(
         )
     if per_category < 1:
         raise ValueError(f"images per category must be ≥ 1, not {per_category}")
-    T.check_template(template)
+    check_template(template)
     folders = [_safe_folder(c) for c in categories]
     from diffusers import AutoPipelineForText2Image
 
@@ -180,3 +194,90 @@ def generate_images(
         "kept": kept,
         "blanked_by_safety_checker": blanked,
     }
+
+
+def generated_bias(labels: Mapping[str, Sequence[str | None]]) -> dict:
+    """The share of generated images classified ``female``, per prompt.
+
+    Args:
+        labels: ``prompt (or category) → the classifier's label per generated image`` (``female``,
+            ``male``, anything else or None: neither).
+
+    Returns:
+        ``{"prompts": [{"prompt", "n", "female", "male", "other", "share_female", "bias"}, ...],
+        "definitions"}`` — ``share_female = female / n`` (the study's measure), ``bias = (female −
+        male) / (female + male)`` as for data bias; None where the denominator is 0.
+    """
+    out = []
+    for prompt, labs in labels.items():
+        labs = list(labs)
+        f = sum(1 for x in labs if x == "female")
+        m = sum(1 for x in labs if x == "male")
+        n = len(labs)
+        out.append(
+            {
+                "prompt": prompt, "n": n, "female": f, "male": m, "other": n - f - m,
+                "share_female": f / n if n else None, "bias": (f - m) / (f + m) if f + m else None,
+            }
+        )  # fmt: skip
+    return {
+        "prompts": out,
+        "definitions": {
+            "share_female": "images classified female / all images generated for the prompt",
+            "bias": "(female − male) / (female + male) among the images classified female or male",
+        },
+    }
+
+
+def read_generated(
+    folder: str | os.PathLike[str],
+    classify: Callable[[list[Any]], Sequence[str | None]],
+    *,
+    batch_size: int = 32,
+) -> tuple[dict[str, list[str | None]], list[dict[str, str]]]:
+    """Classify the generated images of ``folder``: one sub-folder per prompt (its name is the
+    prompt or category), image files inside.
+
+    Args:
+        folder: the folder of prompt folders.
+        classify: PIL RGB images → one label per image (e.g. a gender classifier head).
+        batch_size: images per ``classify`` call.
+
+    Returns:
+        ``(labels, rejected)``: ``prompt → labels`` (for :func:`generated_bias`), and each file that
+        could not be read as ``{"path", "reason"}`` (it counts nowhere).
+
+    Raises:
+        ValueError: ``folder`` is not a folder, holds no prompt folder, or ``classify`` returns a
+            wrong number of labels.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    root = Path(folder)
+    if not root.is_dir():
+        raise ValueError(f"{root}: not a folder; give a folder with one sub-folder of images per prompt")
+    prompts = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not prompts:
+        raise ValueError(
+            f"{root}: no prompt folders; put each prompt's images in a sub-folder named after it"
+        )
+    labels: dict[str, list[str | None]] = {}
+    rejected: list[dict[str, str]] = []
+    for sub in prompts:
+        files = sorted(p for p in sub.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        out: list[str | None] = []
+        for i in range(0, len(files), batch_size):
+            batch = []
+            for path in files[i : i + batch_size]:
+                try:
+                    with Image.open(path) as im:
+                        batch.append(im.convert("RGB"))
+                except (OSError, UnidentifiedImageError, ValueError) as e:
+                    rejected.append({"path": str(path), "reason": f"unreadable image ({type(e).__name__})"})
+            if batch:
+                got = list(classify(batch))
+                if len(got) != len(batch):
+                    raise ValueError(f"the classifier returned {len(got)} labels for {len(batch)} images")
+                out += got
+        labels[sub.name] = out
+    return labels, rejected

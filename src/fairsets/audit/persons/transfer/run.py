@@ -1,23 +1,23 @@
 """A data → model bias transfer audit, end to end: ``fairsets audit transfer`` (design 4 of the
-LAION-400M person-centric annotation study; the numbers are computed by :mod:`.transfer` and the
-modules beside it).
+LAION-400M person-centric annotation study; the numbers are computed by the
+modules beside this one).
 
 :func:`run_transfer_audit` takes an annotation folder and writes three files into ``out``:
 
 * ``transfer.json`` (schema :data:`SCHEMA`) — the settings; a ``definitions`` block (every rule
   behind the numbers: the group rule, the denominators, the category matching with the exclusions
   file and its SHA-256, the count rule, ``d(c)``, R², the cross-validation); the data bias of every
-  social category (:func:`.transfer_data.data_bias`: single-gender images whose non-blank alt-text
+  social category (:func:`.data.data_bias`: single-gender images whose non-blank alt-text
   names it, kept when female + male ≥ ``min_count``; the dropped ones listed with their counts); the
-  CLIP model bias ``d(c)`` of every kept category (:func:`.transfer.model_bias_report`, probe
-  images from :mod:`.transfer_probe`); optionally the bias of a text-to-image model's generated
-  images (:mod:`.transfer_generate`); the relations (:func:`.transfer_fit.relation`: Pearson ρ, R²
+  CLIP model bias ``d(c)`` of every kept category (:func:`.model.model_bias_report`, probe
+  images from :mod:`.probe`); optionally the bias of a text-to-image model's generated
+  images (:mod:`.generated`); the relations (:func:`.fit.relation`: Pearson ρ, R²
   of the line, Chebyshev R² gains in-sample and cross-validated) data → CLIP and, with generated
   images, data → generated and CLIP → generated; and, when the folder has race labels, the same per
-  race group against the other races (``race``, :mod:`.transfer_race`);
+  race group against the other races (``race``, :mod:`.race`);
 * ``scatter.png`` — data bias against ``d(c)`` with the fitted line (and ``scatter-generated.png``,
   data bias against the generated share female, when there are generated images);
-* ``report.html`` — one self-contained page with every table (:mod:`.transfer_report`).
+* ``report.html`` — one self-contained page with every table (:mod:`.report`).
 
 Nothing here reads a whole table into memory: the data bias is one DuckDB aggregation over the
 ``person_images`` view, the probe sample one top-N query.
@@ -34,12 +34,21 @@ from typing import TYPE_CHECKING, Any
 from fairsets.core.atomic import atomic_write_text
 from fairsets.core.progress import Progress
 
-from . import transfer as T
-from .transfer import check_template
-from .transfer_data import exclusions_record, race_data_bias
-from .transfer_fit import relation_or_reason
-from .transfer_generate import GENDERS, check_generated, gender_classifier, generate_images, load_gender_head
-from .transfer_probe import (
+from .categories import load_categories
+from .data import data_bias, exclusions_record, race_data_bias
+from .fit import relation_or_reason
+from .generated import (
+    GENDERS,
+    check_generated,
+    gender_classifier,
+    generate_images,
+    generated_bias,
+    load_gender_head,
+    read_generated,
+)
+from .model import DEFAULT_TEMPLATE, category_embeddings, check_template, model_bias_report
+from .plot import scatter_plot
+from .probe import (
     Probe,
     check_probe_dataset,
     embed_probe,
@@ -47,8 +56,8 @@ from .transfer_probe import (
     probe_kind,
     sample_probe_boxes,
 )
-from .transfer_race import race_model_bias, race_relations
-from .transfer_report import render_transfer_report
+from .race import race_model_bias, race_relations
+from .report import render_transfer_report
 
 if TYPE_CHECKING:
     from fairsets.models import VLM
@@ -122,7 +131,7 @@ def _race(
     elif probe_kind(probe_path) != "annotations":
         reason = "the probe is a published dataset; a race probe needs an annotation folder (--probe ANN)"
     else:
-        from .tables import connect
+        from ..tables import connect
 
         pcon = connect(probe_path)
         try:
@@ -151,7 +160,7 @@ def run_transfer_audit(
     *,
     categories: Sequence[str] | None = None,
     categories_source: str = "default",
-    template: str = T.DEFAULT_TEMPLATE,
+    template: str = DEFAULT_TEMPLATE,
     min_count: int = 100,
     exclusions: str | os.PathLike[str] | None = None,
     use_exclusions: bool = True,
@@ -175,13 +184,13 @@ def run_transfer_audit(
         ann: the annotation folder (alt-texts and gender labels: the data bias).
         vlm: the CLIP-like model (:func:`fairsets.models.load_vlm`).
         out: the output folder.
-        categories: the social categories (default :func:`.transfer.load_categories`).
+        categories: the social categories (default :func:`.categories.load_categories`).
         categories_source: how ``transfer.json`` names them (``"default"`` or the file's name).
         template: the probe prompt (``{category}``, ``{a}``).
         min_count: keep a category named in at least this many single-gender (single-race) images.
         exclusions: an exclusions file replacing the shipped one; ``use_exclusions=False``: none.
         race: the race section (None: when ``ann`` has race labels).
-        cv_folds: folds of the Chebyshev cross-validation (None: :func:`.transfer_fit.cv_folds`).
+        cv_folds: folds of the Chebyshev cross-validation (None: :func:`.fit.cv_folds`).
         probe: probe images (default ``ann``): an annotation folder or a published dataset.
         probe_attribute: a dataset probe's gender column.
         max_probe: at most this many probe images per gender (and per race group).
@@ -195,10 +204,10 @@ def run_transfer_audit(
     Returns:
         The ``transfer.json`` document.
     """
-    from .tables import connect
+    from ..tables import connect
 
     check_template(template)
-    cats = list(categories) if categories is not None else T.load_categories()
+    cats = list(categories) if categories is not None else load_categories()
     if generated is not None and classify is None:
         raise ValueError("generated images need a classifier (--gender-head)")
     gen_map = check_generated(generated, cats) if generated is not None else None
@@ -209,7 +218,7 @@ def run_transfer_audit(
     options = {"max_probe": max_probe, "batch_size": batch_size, "cache_dir": cache_dir, "progress": progress}
     con = connect(folder, cache=Path(out) / ".work" / "facts")
     try:
-        data = T.data_bias(con, cats, min_count=min_count, exclusions=phrases)
+        data = data_bias(con, cats, min_count=min_count, exclusions=phrases)
         has_race = "perceived_race" in {r[0] for r in con.execute("DESCRIBE boxes").fetchall()}
         if race and not has_race:
             raise ValueError(
@@ -222,7 +231,7 @@ def run_transfer_audit(
         def embed(names: list[str]) -> tuple[list[str], Any]:
             todo = [c for c in names if c not in embedded]
             if todo:
-                prompts, text = T.category_embeddings(vlm, todo, template=template)
+                prompts, text = category_embeddings(vlm, todo, template=template)
                 embedded.update({c: (p, t) for c, p, t in zip(todo, prompts, text, strict=True)})
             import numpy as np
 
@@ -238,7 +247,7 @@ def run_transfer_audit(
     finally:
         con.close()
     if kept:
-        model = T.model_bias_report(vlm, pr.female, pr.male, kept, template=template, embedded=embed(kept))
+        model = model_bias_report(vlm, pr.female, pr.male, kept, template=template, embedded=embed(kept))
     else:
         model = {
             "categories": [],
@@ -258,8 +267,8 @@ def run_transfer_audit(
 
     gen_doc = None
     if generated is not None and classify is not None and gen_map is not None:
-        labels, rejected = T.read_generated(generated, classify, batch_size=batch_size)
-        gb = T.generated_bias(labels)
+        labels, rejected = read_generated(generated, classify, batch_size=batch_size)
+        gb = generated_bias(labels)
         for row in gb["prompts"]:
             row["category"] = gen_map[row["prompt"]]
         by_cat = {row["category"]: row for row in gb["prompts"]}
@@ -316,7 +325,7 @@ def run_transfer_audit(
         "relations": relations,
         "race": race_doc,
     }
-    from .transfer_definitions import definitions
+    from .definitions import definitions
 
     doc["definitions"] = definitions(doc, excl)
     write_transfer(doc, out)
@@ -334,7 +343,7 @@ def write_transfer(doc: dict[str, Any], out: str | os.PathLike[str]) -> dict[str
     rows = doc["data_bias"]["categories"]
     rel = doc["relations"]["data_clip"]["relation"]
     plots = {}
-    plots["data_clip"] = T.scatter_plot(
+    plots["data_clip"] = scatter_plot(
         [r["bias"] for r in rows],
         [d_of.get(r["category"]) for r in rows],
         [r["category"] for r in rows],
@@ -345,7 +354,7 @@ def write_transfer(doc: dict[str, Any], out: str | os.PathLike[str]) -> dict[str
         share = {r["category"]: r["share_female"] for r in doc["generated"]["prompts"]}
         both = doc["relations"]["data_generated"]["categories"]
         bias_of = {r["category"]: r["bias"] for r in rows}
-        plots["data_generated"] = T.scatter_plot(
+        plots["data_generated"] = scatter_plot(
             [bias_of[c] for c in both],
             [share[c] for c in both],
             both,

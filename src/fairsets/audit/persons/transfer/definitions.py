@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .transfer_fit import DEFINITIONS as RELATION
+from .fit import DEFINITIONS as RELATION
 
 __all__ = ["definitions"]
 
@@ -37,7 +37,7 @@ def _scheme(doc: dict[str, Any]) -> str | None:
 
 def definitions(doc: dict[str, Any], exclusions: dict[str, Any]) -> dict[str, str]:
     """The block for ``doc`` (a ``transfer.json`` document without it); ``exclusions`` is the
-    record of :func:`.transfer_data.exclusions_record`."""
+    record of :func:`.data.exclusions_record`."""
     data = doc["data_bias"]
     out = {
         "group_rule": GROUP_RULE,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .transfer_report import group_rows
+from .report import group_rows
 
 __all__ = ["summary_lines"]
 
