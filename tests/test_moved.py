@@ -144,3 +144,27 @@ def test_an_old_path_works_in_a_fresh_interpreter() -> None:
         "fairsets.annotate.consensus moved to fairsets.annotate.vote.consensus; "
         "the old path is removed in fairsets 0.3"
     )
+
+
+def test_the_project_itself_uses_no_deprecated_path() -> None:
+    """Code, docs, benchmarks and scripts name the new paths (this file and the table excepted), so
+    nothing the project ships warns, and nothing breaks when the old paths go in 0.3."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    leaves = sorted((old.rpartition(".")[2] for old in fairsets.annotate.MOVED), key=len, reverse=True)
+    # ``fairsets.annotate.judge``, ``annotate/judge.py`` or ``annotate.judge.f``; not ``annotate/judges/``
+    pattern = re.compile(r"annotate[./](%s)(?![\w/])" % "|".join(leaves))
+    allowed = {root / "tests" / "test_moved.py", root / "src" / "fairsets" / "annotate" / "__init__.py"}
+    found = []
+    for folder in ("src", "tests", "docs", "benchmarks", "scripts"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix not in (".py", ".md", ".toml") or path in allowed:
+                continue
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if pattern.search(line) and "getLogger(" not in line:  # a logger's name is output
+                    found.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    text = (root / "README.md").read_text(encoding="utf-8")
+    found += [f"README.md: {m.group(0)}" for m in pattern.finditer(text)]
+    assert found == []

@@ -5,7 +5,7 @@ people an image shows, and how large they are in it.
 streams the Parquet tables once and returns a few rows), and returns a JSON-ready dict. Every share
 comes as ``{"count", "n", "share", "ci95"}``: the count behind it, the total it is a share of, the
 share (None when the total is 0) and its 95 % Wilson interval
-(:func:`fairsets.annotate.judge.wilson_interval`; None when the total is 0).
+(:func:`fairsets.annotate.captions.judge.wilson_interval`; None when the total is 0).
 
 **What each share is of** (also written into the result's ``definitions``). Every table has one
 denominator, named in its ``n``, and — under the default ``exclusive`` rule — its rows sum to 1:
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fairsets.annotate.judge import wilson_interval
+from fairsets.annotate.captions.judge import wilson_interval
 
 from .tables import (
     DEFAULT_GROUP_RULE,

@@ -11,7 +11,7 @@ groups:
 * **gender** — ``data/identity_words.toml`` (its header gives its provenance): gendered person
   nouns, kinship and address terms, third-person pronouns, every form listed;
 * **race** — the alt-text keywords of the race groups (``fairsets/annotate/data/race_keywords.toml``,
-  :func:`fairsets.annotate.vote_prompts.load_keywords`), with the plural of each keyword's last
+  :func:`fairsets.annotate.vote.prompts.load_keywords`), with the plural of each keyword's last
   word (:func:`.words.word_forms`).
 
 Matching is case-insensitive, whole words (the neighbours of a match are not letters, digits or
@@ -115,14 +115,14 @@ def load_identity_mask(
     Args:
         gender_words: a TOML file like ``data/identity_words.toml`` (``replacement`` and
             ``[gender] words = [...]``); None: the shipped one.
-        race_keywords: a race keyword file (:func:`fairsets.annotate.vote_prompts.load_keywords`);
+        race_keywords: a race keyword file (:func:`fairsets.annotate.vote.prompts.load_keywords`);
             None: the shipped one.
         attributes: which lists to mask (``gender``, ``race``).
 
     Raises:
         AnnotationError: a missing or malformed file (one line).
     """
-    from fairsets.annotate.vote_prompts import default_keywords_path, load_keywords
+    from fairsets.annotate.vote.prompts import default_keywords_path, load_keywords
 
     p = Path(gender_words) if gender_words is not None else default_identity_words_path()
     data = _read_toml(p, "identity word")

@@ -6,7 +6,7 @@ for the race probe, whose perceived race is one of the race groups), at most ``m
 group, chosen by the MD5 of ``seed/shard/key/box_id`` in one streamed DuckDB query (the same seed
 gives the same probe on any machine; a larger cap keeps every box a smaller one chose), cropped
 from the folder's input shards as ``annotate classify`` crops them
-(:func:`fairsets.annotate.embed.embed_labelled`) and embedded through the crop cache
+(:func:`fairsets.annotate.heads.embed.embed_labelled`) and embedded through the crop cache
 ``ANN/.fairsets/embeddings/{model}/`` that ``annotate train`` uses too, keyed by the box and the
 SHA-256 of its pixels: a re-run embeds nothing again. A box whose image is gone from its shard is
 left out with its reason (``probe.rejected``). The gender probe can instead be another annotation
@@ -80,7 +80,7 @@ def sample_probe_boxes(
     the smallest MD5 of ``"{seed}/{shard}/{key}/{box_id}"``; sorted by ``(shard, key, box_id)``.
     ``con`` is a :func:`fairsets.audit.persons.tables.connect` connection.
     """
-    from fairsets.annotate.labels import LabelRow
+    from fairsets.annotate.heads.labels import LabelRow
 
     col = f"perceived_{attribute}"
     columns = {row[0] for row in con.execute("DESCRIBE boxes").fetchall()}
@@ -140,9 +140,9 @@ def _probe_from_annotations(
     groups: Sequence[str] = GENDERS,
 ) -> GroupProbe:
     from fairsets.annotate import layout
-    from fairsets.annotate.embed import CropSource, crop_cache, embed_labelled
+    from fairsets.annotate.chat.items import shard_refs
+    from fairsets.annotate.heads.embed import CropSource, crop_cache, embed_labelled
     from fairsets.annotate.images import DEFAULT_MAX_BYTES
-    from fairsets.annotate.items import shard_refs
 
     from ..tables import connect
 
