@@ -49,6 +49,7 @@ __all__ = [
     "AnnotationError",
     "attribute_path",
     "attribute_schema",
+    "box_shards",
     "boxes_path",
     "check_attribute",
     "check_shard_name",
@@ -169,6 +170,21 @@ def attribute_path(ann: str | os.PathLike[str], attr: str, shard: str) -> Path:
 def marker_path(ann: str | os.PathLike[str], stage: str, shard: str) -> Path:
     """The completion marker of ``stage`` (``persons``, ``classify-gender``, …) for one shard."""
     return Path(ann) / WORKDIR / "markers" / stage / f"{check_shard_name(shard)}.json"
+
+
+def box_shards(
+    ann: str | os.PathLike[str], manifest: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """``(ready, pending)``: the manifest's input references whose ``persons`` stage finished (its
+    marker and box table exist), and the names of the others, in the manifest's order."""
+    ready, pending = [], []
+    for ref in manifest.get("inputs") or []:
+        name = check_shard_name(ref["name"])
+        if marker_path(ann, "persons", name).exists() and boxes_path(ann, name).is_file():
+            ready.append(ref)
+        else:
+            pending.append(name)
+    return ready, pending
 
 
 def check_annotator_name(name: str, what: str = "annotator") -> str:

@@ -327,13 +327,7 @@ def _run(
     progress: Progress | None,
 ) -> dict[str, Any]:
     start = time.monotonic()
-    ready, pending = [], []
-    for ref in manifest.get("inputs") or []:
-        name = layout.check_shard_name(ref["name"])
-        if layout.marker_path(ann, "persons", name).exists() and layout.boxes_path(ann, name).is_file():
-            ready.append(ref)
-        else:
-            pending.append(name)
+    ready, pending = layout.box_shards(ann, manifest)
     if not ready:
         raise layout.AnnotationError(
             f"{ann}: no finished box tables; run fairsets annotate persons SHARDS --out {ann} first"

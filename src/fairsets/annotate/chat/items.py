@@ -75,15 +75,6 @@ class BoxItem:
         return item_id(self.shard, self.key, self.box_id)
 
 
-def _finished(ann: Path, manifest: dict[str, Any]) -> list[str]:
-    names = []
-    for ref in manifest.get("inputs") or []:
-        name = layout.check_shard_name(ref["name"])
-        if layout.marker_path(ann, "persons", name).exists() and layout.boxes_path(ann, name).is_file():
-            names.append(name)
-    return names
-
-
 def shard_refs(ann: str | os.PathLike[str]) -> dict[str, Any]:
     """``name → ShardRef`` of the folder's inputs (the manifest's ``inputs``)."""
     from ..shards import ShardRef
@@ -102,7 +93,7 @@ def kept_boxes(ann: str | os.PathLike[str]) -> list[BoxItem]:
 
     folder = Path(ann)
     manifest = layout.read_manifest(folder)
-    names = _finished(folder, manifest)
+    names = [ref["name"] for ref in layout.box_shards(folder, manifest)[0]]
     if not names:
         raise layout.AnnotationError(
             f"{folder}: no finished box tables; run fairsets annotate persons SHARDS --out {folder} first"

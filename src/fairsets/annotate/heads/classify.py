@@ -67,19 +67,6 @@ def _forget(ann: Path, attr: str) -> None:
                     p.unlink()
 
 
-def _shards(ann: Path, manifest: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """``(ready, pending)``: shard references with a finished box table, names of the others."""
-    ready, pending = [], []
-    for ref in manifest.get("inputs") or []:
-        name = layout.check_shard_name(ref["name"])
-        boxes = layout.boxes_path(ann, name)
-        if layout.marker_path(ann, "persons", name).exists() and boxes.is_file():
-            ready.append(ref)
-        else:
-            pending.append(name)
-    return ready, pending
-
-
 def classify_boxes(
     ann: str | Path,
     head_path: str | Path,
@@ -167,7 +154,7 @@ def _run(
     params = manifest.get("params") or {}
     from ..images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
 
-    ready, pending = _shards(ann, manifest)
+    ready, pending = layout.box_shards(ann, manifest)
     gone = [ref for ref in ready if not Path(ref["path"]).is_file()]
     if gone:
         raise layout.AnnotationError(

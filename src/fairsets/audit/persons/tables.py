@@ -173,16 +173,6 @@ def _files(folder: Path) -> list[str]:
     return sorted(str(p) for p in folder.iterdir() if p.suffix == ".parquet" and p.is_file())
 
 
-def _finished(ann: Path) -> list[str]:
-    manifest = layout.read_manifest(ann)
-    names = []
-    for ref in manifest.get("inputs") or []:
-        name = layout.check_shard_name(ref["name"])
-        if layout.marker_path(ann, "persons", name).exists() and layout.boxes_path(ann, name).is_file():
-            names.append(name)
-    return names
-
-
 def _sql_list(paths: list[str]) -> str:
     return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
 
@@ -229,7 +219,7 @@ def connect(
     import duckdb
 
     folder = Path(ann)
-    names = _finished(folder)
+    names = [ref["name"] for ref in layout.box_shards(folder, layout.read_manifest(folder))[0]]
     if not names:
         raise layout.AnnotationError(
             f"{folder}: no finished box tables; run fairsets annotate persons SHARDS --out {folder} first"
