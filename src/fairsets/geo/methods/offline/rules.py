@@ -108,10 +108,6 @@ class MentionRules:
                     break
         return blocked
 
-    @staticmethod
-    def _biggest(places: tuple[Place, ...]) -> int:
-        return max((p.population for p in places if p.kind == "city"), default=0)
-
     def _city_strength(self, pop: int) -> float:
         if pop <= 0:
             return 1.0
