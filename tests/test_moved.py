@@ -155,7 +155,7 @@ def test_the_project_itself_uses_no_deprecated_path() -> None:
     root = Path(__file__).resolve().parents[1]
     leaves = sorted((old.rpartition(".")[2] for old in fairsets.annotate.MOVED), key=len, reverse=True)
     # ``fairsets.annotate.judge``, ``annotate/judge.py`` or ``annotate.judge.f``; not ``annotate/judges/``
-    pattern = re.compile(r"annotate[./](%s)(?![\w/])" % "|".join(leaves))
+    pattern = re.compile(r"annotate[./](" + "|".join(leaves) + r")(?![\w/])")
     allowed = {root / "tests" / "test_moved.py", root / "src" / "fairsets" / "annotate" / "__init__.py"}
     found = []
     for folder in ("src", "tests", "docs", "benchmarks", "scripts"):

@@ -157,7 +157,7 @@ def build_audit(ann: Path, *, with_sentiment: bool = True, with_themes: bool = T
             "annotations": ann.name,
             "fairsets_version": "0.test",
             "attributes": attributes,
-            "n_shards": len(tables._finished(ann)),
+            "n_shards": len(tables.finished_shards(ann)),
             "settings": {
                 "min_count": MIN_COUNT,
                 "group_rule": "exclusive",

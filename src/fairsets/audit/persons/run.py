@@ -161,7 +161,7 @@ def run_persons_audit(
     )
     try:
         attributes = [a for a in tables.attributes(folder) if a in ("gender", "race")]
-        n_shards = len(tables._finished(folder))
+        n_shards = len(tables.finished_shards(folder))
         doc: dict[str, Any] = {
             "schema": SCHEMA,
             "annotations": folder.resolve().name,

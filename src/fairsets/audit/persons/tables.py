@@ -73,6 +73,7 @@ __all__ = [
     "blank_sql",
     "check_group_rule",
     "connect",
+    "finished_shards",
     "group_rule_definition",
     "groups_sql",
     "has_captions",
@@ -92,6 +93,12 @@ UNCLEAR = "unclear"
 UNLABELLED = "unlabelled"
 #: The exclusive group of an image with two or more distinct labels.
 MIXED = "mixed"
+
+
+def finished_shards(ann: str | os.PathLike[str]) -> list[str]:
+    """The names of the shards whose ``persons`` stage finished
+    (:func:`~fairsets.annotate.layout.box_shards`)."""
+    return [ref["name"] for ref in layout.box_shards(ann, layout.read_manifest(ann))[0]]
 
 
 def check_group_rule(rule: str) -> str:
@@ -219,7 +226,7 @@ def connect(
     import duckdb
 
     folder = Path(ann)
-    names = [ref["name"] for ref in layout.box_shards(folder, layout.read_manifest(folder))[0]]
+    names = finished_shards(folder)
     if not names:
         raise layout.AnnotationError(
             f"{folder}: no finished box tables; run fairsets annotate persons SHARDS --out {folder} first"
