@@ -14,7 +14,8 @@ then uploads through the plain LFS "basic" transfer):
   files out of its commit.
 - ``POST /datasets/ORG/NAME.git/info/lfs/objects/batch``: the git-lfs batch API; an object already
   stored gets no ``actions`` (the client does not send it again), others an ``upload`` href
-  (``PUT /lfs/OID``, no Authorization: a presigned URL on the Hub) and a ``verify`` href.
+  (``PUT /lfs/OID``, no Authorization: a presigned URL on the Hub) and a ``verify`` href
+  (``POST .../objects/verify``, authenticated).
 - ``POST /api/datasets/ORG/NAME/commit/REV``: NDJSON, a ``header`` line then ``file`` (base64),
   ``lfsFile`` (oid, size: must be stored), ``deletedFile``/``deletedFolder`` lines → a new commit.
 - ``POST .../branch/NAME``, ``POST .../tag/REV`` (``{"tag", "message"}``; 409 if it exists),
@@ -61,7 +62,7 @@ _ROUTES = [
     ("POST", rf"/api{_REPO}/preupload/(?P<rev>[^/]+)", "preupload"),
     ("POST", rf"{_REPO}\.git/info/lfs/objects/batch", "lfs_batch"),
     ("PUT", r"/lfs/(?P<oid>[0-9a-f]{64})", "lfs_put"),
-    ("POST", r"/lfs/(?P<oid>[0-9a-f]{64})/verify", "lfs_verify"),
+    ("POST", rf"{_REPO}\.git/info/lfs/objects/verify", "lfs_verify"),
     ("POST", rf"/api{_REPO}/commit/(?P<rev>[^/]+)", "push"),
     ("POST", rf"/api{_REPO}/branch/(?P<rev>[^/]+)", "branch"),
     ("POST", rf"/api{_REPO}/tag/(?P<rev>[^/]+)", "tag"),
@@ -254,9 +255,12 @@ class LoopbackHub:
         for o in body["objects"]:
             item = {"oid": o["oid"], "size": o["size"]}
             if o["oid"] not in self.lfs:
-                base = f"{self.endpoint}/lfs/{o['oid']}"
+                verify = f"{self.endpoint}/{repo.type}s/{repo.repo_id}.git/info/lfs/objects/verify"
                 item["authenticated"] = True
-                item["actions"] = {"upload": {"href": base}, "verify": {"href": f"{base}/verify"}}
+                item["actions"] = {
+                    "upload": {"href": f"{self.endpoint}/lfs/{o['oid']}"},
+                    "verify": {"href": verify},
+                }
             objects.append(item)
         return Response(
             200,
@@ -274,9 +278,10 @@ class LoopbackHub:
         self.lfs_received.append(oid)
         return Response(200)
 
-    def _lfs_verify(self, req: Request, oid: str) -> Response:
+    def _lfs_verify(self, req: Request, repo: Repo) -> Response:
         body = self._json(req)
-        if self.lfs.get(oid) is None or len(self.lfs[oid]) != body.get("size") or body.get("oid") != oid:
+        data = self.lfs.get(body.get("oid", ""))
+        if data is None or len(data) != body.get("size"):
             return _error(404, "object not found")
         return json_response({})
 
