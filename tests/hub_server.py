@@ -24,7 +24,9 @@ then uploads through the plain LFS "basic" transfer):
 Every API call must carry ``Authorization: Bearer <token>`` (401 otherwise); the LFS object
 upload carries none. Every request (method, path, query, headers, body) is kept in
 ``hub.server.requests``. ``hub.fail_lfs_after = N`` makes object uploads beyond the N-th accepted
-one fail with 507 (a status the client does not retry), as a quota or a crash half-way would.
+one fail with 507 (a status the client does not retry), as a quota or a crash half-way would;
+``hub.drop_commits = N`` makes the next N commit requests end with the connection closed and no
+answer (the client does not retry a commit).
 
     with LoopbackHub(token) as hub:
         hub.use(monkeypatch)            # HF_ENDPOINT, HF_HUB_DISABLE_XET, online mode
@@ -114,6 +116,7 @@ class LoopbackHub:
         self.lfs_received: list[str] = []  # oids of the object uploads accepted, in order
         self.lfs_refused: list[str] = []  # oids of the object uploads refused by fail_lfs_after
         self.fail_lfs_after: int | None = None
+        self.drop_commits = 0
         self._lock = threading.RLock()
 
     # -- use --------------------------------------------------------------------------------------
@@ -286,6 +289,9 @@ class LoopbackHub:
         return json_response({})
 
     def _push(self, req: Request, repo: Repo, rev: str) -> Response:
+        if self.drop_commits > 0:
+            self.drop_commits -= 1
+            return Response(drop=True)
         branch = rev
         if branch not in repo.branches:
             return _error(404, f"Invalid rev id: {rev}", "RevisionNotFound")

@@ -206,6 +206,23 @@ def test_an_annotation_folder_arrives_resumes_and_is_released_twice(
     assert not leaks(TOKEN, ann, ann2, tmp_path / "hf_home", text=logs)
 
 
+def test_a_commit_cut_off_is_resumed_without_sending_the_files_again(
+    tmp_path: Path, hub: LoopbackHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ann = tmp_path / "ANN"
+    make_ann(ann)
+    hub.drop_commits = 1  # every object arrives, then the connection drops during the commit
+    code, _, err = _publish(ann, PEOPLE, capsys)
+    _error_line(code, err, "upload_folder failed", "run the same command again to resume")
+    assert hub.lfs_received and [c.message for c in hub.history(PEOPLE)] == ["initial commit"]
+    mark = len(hub.server.requests)
+    code, _, err = _publish(ann, PEOPLE, capsys)
+    assert code == 0, err
+    assert _puts(hub, mark) == []  # every object was already there
+    _arrived(hub, PEOPLE, "main", prepared_dir(ann))
+    assert len(hub.history(PEOPLE)) == 2
+
+
 def test_a_bad_tag_is_refused_before_any_call(
     example_out: Path, hub: LoopbackHub, capsys: pytest.CaptureFixture[str]
 ) -> None:
