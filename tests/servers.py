@@ -47,6 +47,7 @@ class Response:
     delay: float = 0.0  # seconds to wait before answering (a slow route)
     drip: float = 0.0  # > 0: send the answer one byte at a time, this many seconds apart
     drip_headers: bool = True  # drip the status line and headers too (else only the body)
+    drop: bool = False  # close the connection without answering
 
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -59,6 +60,7 @@ class LoopbackServer:
             raise ValueError("test servers listen on loopback only")
         self.routes: dict[str, Callable[[Request], Response]] = {}
         self.requests: list[Request] = []
+        self.fallback: Callable[[Request], Response] | None = None
         self._lock = threading.Lock()
         server = self
 
@@ -70,8 +72,11 @@ class LoopbackServer:
 
             def _handle(self) -> None:
                 parsed = urllib.parse.urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                    body = self._read_chunked()
+                else:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = self.rfile.read(length) if length else b""
                 req = Request(
                     self.command,
                     parsed.path,
@@ -86,9 +91,12 @@ class LoopbackServer:
                         req.query.setdefault(k, []).extend(v)
                 with server._lock:
                     server.requests.append(req)
-                handler = server.routes.get(parsed.path)
+                handler = server.routes.get(parsed.path) or server.fallback
                 missing = Response(404, {"Content-Type": "text/plain"}, b"not found")
                 resp = handler(req) if handler else missing
+                if resp.drop:
+                    self.close_connection = True
+                    return
                 if resp.delay:
                     time.sleep(resp.delay)
                 if resp.drip:
@@ -104,6 +112,17 @@ class LoopbackServer:
                         self.wfile.write(resp.body)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
                     pass
+
+            def _read_chunked(self) -> bytes:
+                parts = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass  # trailers
+                        return b"".join(parts)
+                    parts.append(self.rfile.read(size))
+                    self.rfile.readline()  # the CRLF after each chunk
 
             def _drip(self, resp: Response) -> None:
                 reason = self.responses.get(resp.status, ("",))[0]
@@ -124,7 +143,7 @@ class LoopbackServer:
                 except OSError:  # the client gave up (the deadline test)
                     pass
 
-            do_GET = do_POST = do_HEAD = _handle
+            do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = _handle
 
         self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.httpd.daemon_threads = True

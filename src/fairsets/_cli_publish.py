@@ -36,6 +36,9 @@ def publish_cmd(
             help="Annotation folders only: the annotations' licence, a Hub licence id (default cc-by-4.0).",
         ),
     ] = None,
+    tag: Annotated[
+        str | None, typer.Option(help="Tag the uploaded revision as this release, e.g. v1.0 (must be new).")
+    ] = None,
 ) -> None:
     """Verify the layout against manifest.json, then upload it to the Hugging Face Hub.
 
@@ -71,6 +74,7 @@ def publish_cmd(
                     revision=revision,
                     dry_run=dry_run,
                     progress=Progress(),
+                    tag=tag,
                 )
             except AnnotationError as exc:
                 die(exc)
@@ -80,7 +84,7 @@ def publish_cmd(
                     f"{out}: --license is for annotation folders; a built dataset's licences are its "
                     "images' (see its ATTRIBUTION.md): run again without --license"
                 )
-            report = publish(out, repo_id, private=private, revision=revision, dry_run=dry_run)
+            report = publish(out, repo_id, private=private, revision=revision, dry_run=dry_run, tag=tag)
     except PublishError as exc:
         die(exc)
     typer.echo(format_plan(report))

@@ -18,6 +18,16 @@
    progress in ``OUT/.cache/huggingface/``, which the layout check ignores), else
    ``upload_folder`` (huggingface_hub ≥ 2 with ``hf_xet``: streamed, multi-commit, resumed by
    re-running the same command). Only the keyword arguments the method accepts are passed.
+   Either way, an upload stopped half-way is resumed by running the same command again: the
+   Hub's answers (which LFS objects it holds, which files of the revision are unchanged) keep the
+   client from sending those again; a failure's message says so.
+5. With ``tag`` (``--tag v2``), a release tag: checked before the upload (a tag that exists is an
+   error: it names an earlier release) and created on the commit the upload made, so each release
+   is a new revision of the same repository, reachable by its tag
+   (:mod:`fairsets.publish.hub_calls`).
+
+The calls are tested with the real client against a Hub on loopback (``tests/hub_server.py``;
+``docs/publishing.md`` shows how to try a publish against it).
 
 The token is never logged, never put in an error message, a report or its ``repr``; any text
 coming back from the Hub is scrubbed of it before it is shown.
@@ -26,8 +36,6 @@ coming back from the Hub is scrubbed of it before it is shown.
 from __future__ import annotations
 
 import glob
-import importlib
-import inspect
 import json
 import logging
 import os
@@ -39,11 +47,20 @@ from typing import Any
 from urllib.parse import quote
 
 from fairsets.core.atomic import LayoutBusy, layout_lock, sha256_file
-from fairsets.core.short_text import printable_line
+from fairsets.publish.hub_calls import (
+    MAX_ERROR_CHARS,
+    PublishError,
+    accepted,
+    call,
+    check_tag_free,
+    create_tag,
+    validate_tag,
+)
 from fairsets.publish.manifest import MANIFEST, verify_layout
 
 __all__ = [
     "IGNORE_PATTERNS",
+    "MAX_ERROR_CHARS",
     "PlannedFile",
     "PublishError",
     "PublishReport",
@@ -53,6 +70,7 @@ __all__ = [
     "resolve_token",
     "upload_plan",
     "validate_repo_id",
+    "validate_tag",
 ]
 
 logger = logging.getLogger(__name__)
@@ -67,10 +85,6 @@ NO_TOKEN_MESSAGE = "no Hugging Face token: set HF_TOKEN or run `hf auth login`"
 HUB_EXTRA_HINT = "pip install 'fairsets[hub]'"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?", re.ASCII)
-
-
-class PublishError(RuntimeError):
-    """A publish cannot start or failed; the message is safe to show (it never holds the token)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,8 @@ class PublishReport:
         files: The upload plan, sorted by path.
         total_bytes: Sum of the planned file sizes.
         url: The repository URL after a real run; None for a dry run.
+        tag: The release tag created (or, for a dry run, to be created); None without one.
+        commit: The commit id the upload made (or found unchanged), where the client reports it.
     """
 
     repo_id: str
@@ -109,6 +125,8 @@ class PublishReport:
     files: list[PlannedFile] = field(default_factory=list)
     total_bytes: int = 0
     url: str | None = None
+    tag: str | None = None
+    commit: str | None = None
 
 
 def validate_repo_id(repo_id: str) -> str:
@@ -214,11 +232,6 @@ def upload_plan(out_dir: str | os.PathLike[str], *, verify: Verifier = verify_la
     return sorted(plan, key=lambda f: f.path)
 
 
-def _scrub(text: str, secret: str | None) -> str:
-    """Replace every occurrence of ``secret`` in ``text`` (no-op for an empty secret)."""
-    return text.replace(secret, "***") if secret else text
-
-
 def resolve_token(token: str | None = None) -> str:
     """Find the Hugging Face token: ``token`` > ``HF_TOKEN`` > the login cache (``hf auth login``).
 
@@ -270,6 +283,8 @@ def format_plan(report: PublishReport) -> str:
     target = (
         f"dataset {report.repo_id} (revision {report.revision}, {'private' if report.private else 'public'})"
     )
+    if report.tag:
+        target += f" as tag {report.tag}"
     n = len(report.files)
     files = f"{n} file{'s' if n != 1 else ''}"
     if report.dry_run:
@@ -290,72 +305,6 @@ def format_plan(report: PublishReport) -> str:
     ]
     rows.append(f"  {total_label:<{width}}  {sizes[-1]:>{swidth}}  {report.total_bytes:>{bwidth}}")
     return "\n".join(rows)
-
-
-def _hub_error_types() -> tuple[type[BaseException], ...]:
-    """Errors raised by huggingface_hub for HTTP, connection and validation failures."""
-    types: list[type[BaseException]] = [OSError, ValueError]  # ConnectionError, OfflineModeIsEnabled, ...
-    try:
-        errors = importlib.import_module("huggingface_hub.errors")
-    except ImportError:
-        return tuple(types)
-    http_error = getattr(errors, "HfHubHTTPError", None)
-    if isinstance(http_error, type):
-        # HfHubHTTPError and the HTTP library's base error (requests/httpx: transport errors too).
-        types += [c for c in http_error.__mro__ if issubclass(c, Exception) and c is not Exception]
-    return tuple(dict.fromkeys(types))
-
-
-#: The most characters of a Hub error's text shown: a hostile or broken Hub may answer megabytes.
-MAX_ERROR_CHARS = 500
-#: Anything shaped like a Hugging Face token (another one than ours, or ours cut short, echoed back).
-_TOKEN_LIKE = re.compile(r"hf_[A-Za-z0-9_]{20,}")
-
-
-def _describe(e: BaseException, token: str | None) -> str:
-    """A one-line, token-free, short description of a Hub error (with the HTTP status when known).
-
-    The token is scrubbed from the whole text first (so that cutting cannot leave part of it),
-    then the text is made one printable line and cut to :data:`MAX_ERROR_CHARS` characters.
-    """
-    status = getattr(getattr(e, "response", None), "status_code", None)
-    full = _TOKEN_LIKE.sub("***", _scrub(str(e), token))
-    if token and len(token) >= 16:  # the token's start, echoed cut short or run into other text
-        full = re.sub(re.escape(token[:10]) + r"[A-Za-z0-9_-]*", "***", full)
-    text = printable_line(full, MAX_ERROR_CHARS, empty=type(e).__name__)
-    prefix = f"HTTP {status}: " if isinstance(status, int) and str(status) not in text else ""
-    return f"{type(e).__name__}: {prefix}{text}"
-
-
-def _call(api: Any, name: str, token: str | None, **kwargs: Any) -> Any:
-    """Call ``api.<name>(**kwargs)``, turning Hub errors into a readable, token-free PublishError."""
-    logger.debug("hub call %s(%s)", name, ", ".join(sorted(kwargs)))
-    try:
-        return getattr(api, name)(**kwargs)
-    except PublishError:
-        raise
-    except _hub_error_types() as e:
-        hint = ""
-        status = getattr(getattr(e, "response", None), "status_code", None)
-        if status in (401, 403):
-            hint = " (check that the token is valid and has write access to this namespace)"
-        raise PublishError(
-            f"{name} failed for {kwargs.get('repo_id')}: {_describe(e, token)}{hint}"
-        ) from None
-
-
-def _accepted(method: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Keep the keyword arguments ``method`` accepts (all of them if it takes ``**kwargs``)."""
-    try:
-        params = inspect.signature(method).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
-        return kwargs
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return kwargs
-    dropped = sorted(k for k in kwargs if k not in params)
-    if dropped:
-        logger.debug("%s does not take %s; not passed", getattr(method, "__name__", method), dropped)
-    return {k: v for k, v in kwargs.items() if k in params}
 
 
 def _upload_method(api: Any) -> str:
@@ -394,6 +343,7 @@ def publish(
     commit_message: str | None = None,
     num_workers: int | None = None,
     verify: Verifier = verify_layout,
+    tag: str | None = None,
 ) -> PublishReport:
     """Verify a build and upload it to a Hugging Face dataset repository (or only plan it).
 
@@ -411,23 +361,38 @@ def publish(
             (``upload_folder`` does, ``upload_large_folder`` does not).
         num_workers: Upload workers, where the upload method accepts them (``upload_large_folder``).
         verify: The folder check run before anything is planned (see :func:`upload_plan`).
+        tag: A release tag for the commit the upload makes (see the module docstring); it must not
+            exist yet in the repository.
 
     Returns:
         The report; :func:`format_plan` renders it.
 
     Raises:
-        PublishError: Invalid repository id or revision, a layout that does not match its manifest,
-            no token, missing huggingface_hub, or a failed Hub call (message without the token).
+        PublishError: Invalid repository id, revision or tag, an existing tag, a layout that does
+            not match its manifest, no token, missing huggingface_hub, or a failed Hub call
+            (message without the token).
     """
     rid = validate_repo_id(repo_id)
     branch = DEFAULT_BRANCH if revision is None else revision.strip()
     if not branch or any(c.isspace() for c in branch) or ".." in branch:
         raise PublishError(f"invalid revision {revision!r}: expected a branch name such as 'main' or 'v1'")
+    release = None if tag is None else validate_tag(tag)
     root = Path(out_dir)
     try:  # no build may rewrite the layout between its check and the end of its upload
         with layout_lock(root, optional=True):
             return _publish(
-                root, rid, branch, revision, private, dry_run, token, api, commit_message, num_workers, verify
+                root,
+                rid,
+                branch,
+                revision,
+                private,
+                dry_run,
+                token,
+                api,
+                commit_message,
+                num_workers,
+                verify,
+                release,
             )
     except LayoutBusy as exc:
         raise PublishError(str(exc)) from None
@@ -445,10 +410,11 @@ def _publish(
     commit_message: str | None,
     num_workers: int | None,
     verify: Verifier,
+    tag: str | None,
 ) -> PublishReport:
     files = upload_plan(root, verify=verify)
     total = sum(f.bytes for f in files)
-    report = PublishReport(rid, branch, bool(private), bool(dry_run), files, total, None)
+    report = PublishReport(rid, branch, bool(private), bool(dry_run), files, total, None, tag)
     if dry_run:
         logger.info(
             "dry run: %d files (%s) would be uploaded to dataset %s@%s",
@@ -462,17 +428,19 @@ def _publish(
     secret = resolve_token(token)
     client = api if api is not None else _make_api(secret)
     logger.info("creating dataset repository %s if missing (private=%s)", rid, bool(private))
-    created = _call(
+    created = call(
         client, "create_repo", secret, repo_id=rid, repo_type=REPO_TYPE, private=bool(private), exist_ok=True
     )
     if branch != DEFAULT_BRANCH and not branch.startswith("refs/pr/"):
         logger.info("creating branch %s of %s if missing", branch, rid)
-        _call(client, "create_branch", secret, repo_id=rid, repo_type=REPO_TYPE, branch=branch, exist_ok=True)
+        call(client, "create_branch", secret, repo_id=rid, repo_type=REPO_TYPE, branch=branch, exist_ok=True)
+    if tag is not None:
+        check_tag_free(client, rid, tag, secret)
 
     name = _upload_method(client)
     method = getattr(client, name)
     message = commit_message or f"Upload {len(files)} files ({format_size(total)}) with fairsets publish"
-    kwargs = _accepted(
+    kwargs = accepted(
         method,
         {
             "repo_id": rid,
@@ -489,7 +457,14 @@ def _publish(
     if kwargs.get("num_workers") is None:
         kwargs.pop("num_workers", None)
     logger.info("uploading %d files (%s) to %s@%s with %s", len(files), format_size(total), rid, branch, name)
-    _call(client, name, secret, **kwargs)
+    resume = "; run the same command again to resume (what reached the Hub is not sent again)"
+    done = call(client, name, secret, hint=resume, **kwargs)
+    oid = getattr(done, "oid", None)
+    commit = oid if isinstance(oid, str) and oid else None
+    if tag is not None:
+        manifest = next(f.sha256 for f in files if f.path == MANIFEST)
+        note = f"fairsets publish: {len(files)} files, manifest.json sha256 {manifest}"
+        create_tag(client, rid, tag, commit or branch, note, secret)
     url = _repo_url(created, rid, branch)
     logger.info("published %s", url)
-    return PublishReport(rid, branch, bool(private), False, files, total, url)
+    return PublishReport(rid, branch, bool(private), False, files, total, url, tag, commit)

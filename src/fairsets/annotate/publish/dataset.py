@@ -435,6 +435,7 @@ def publish_annotations(
     api: Any = None,
     num_workers: int | None = None,
     progress: Progress | None = None,
+    tag: str | None = None,
 ) -> PublishReport:
     """Prepare ``ann`` and upload the prepared folder (or, with ``dry_run``, only list it).
 
@@ -442,7 +443,8 @@ def publish_annotations(
         ann: An annotation folder.
         repo_id: ``ORG/NAME`` of the Hub dataset repository.
         license: The annotations' licence (Hugging Face id), see :func:`prepare`.
-        private, revision, dry_run, token, api, num_workers: as in :func:`fairsets.publish.hub.publish`.
+        private, revision, dry_run, token, api, num_workers, tag: as in
+            :func:`fairsets.publish.hub.publish`.
         progress: Shows the preparation (see :func:`prepare`).
 
     Returns:
@@ -467,6 +469,7 @@ def publish_annotations(
                 api=api,
                 num_workers=num_workers,
                 verify=verify_prepared,
+                tag=tag,
             )
     except LayoutBusy as exc:
         raise PublishError(str(exc)) from None
