@@ -8,10 +8,11 @@ false, albumentations >= 2), made from the original as OpenCV decodes it without
 ``original_height``):
 
 * ``keep_ratio``: the whole image scaled so its shorter side is ``S`` = ``resize_size``
-  (albumentations' ``SmallestMaxSize``: ``s = S / min(W, H)``, new size ``floor(W s)`` x
-  ``floor(H s)``). A stored point ``(x, y)`` (pixel edges, as the boxes are) is the original's
-  ``(x W / image_w, y H / image_h)``: OpenCV's resize maps the image's extent onto the new one.
-* ``center_crop``: as ``keep_ratio`` to ``rw`` x ``rh`` = ``floor(W s)`` x ``floor(H s)``, then the
+  (albumentations' ``SmallestMaxSize``: ``s = S / min(W, H)``, new size ``round(W s)`` x
+  ``round(H s)``, Python's rounding, at least 1). A stored point ``(x, y)`` (pixel edges, as the
+  boxes are) is the original's ``(x W / image_w, y H / image_h)``: OpenCV's resize maps the
+  image's extent onto the new one.
+* ``center_crop``: as ``keep_ratio`` to ``rw`` x ``rh`` = ``round(W s)`` x ``round(H s)``, then the
   centre ``S`` x ``S`` square from ``(ox, oy)`` = ``(floor((rw - S) / 2), floor((rh - S) / 2))``
   (albumentations' ``CenterCrop``): ``(x, y)`` is ``((x + ox) W / rw, (y + oy) H / rh)``. What lay
   outside the square was never seen; a box on its edge may cut its person off there.
@@ -43,9 +44,10 @@ class NotConvertible(ValueError):
 
 def resized_size(width: int, height: int, size: int) -> tuple[int, int]:
     """``(rw, rh)``: the size albumentations' ``SmallestMaxSize(size)`` gives a ``width`` x ``height``
-    image (``s = size / min(width, height)``; each side ``floor(side * s)``, as it computes it)."""
+    image (``s = size / min(width, height)``; each side ``max(1, round(side * s))`` with Python's
+    ``round``, halves to even, as its ``apply`` computes it)."""
     s = size / min(width, height)
-    return int(width * s), int(height * s)
+    return max(1, round(width * s)), max(1, round(height * s))
 
 
 def _positive(name: str, value: Any) -> int:
@@ -177,9 +179,10 @@ def _group_line(names: list[str], mode: str | None, size: int | None, hashed: st
     else:
         how = (
             f" The shorter side was scaled to {size} px (`s = {size} / min(original_width, "
-            "original_height)`, resized size `rw = floor(original_width × s)`, `rh = floor(original_height "
-            f"× s)`), then the centre {size} × {size} square kept from `ox = floor((rw − {size}) / 2)`, "
-            f"`oy = floor((rh − {size}) / 2)`. Convert a box: `x → (x + ox) × original_width / rw` for `x1`, "
+            "original_height)`, resized size `rw = round(original_width × s)`, `rh = round(original_height "
+            f"× s)`, Python's `round`), then the centre {size} × {size} square kept from "
+            f"`ox = floor((rw − {size}) / 2)`, `oy = floor((rh − {size}) / 2)`. Convert a box: "
+            "`x → (x + ox) × original_width / rw` for `x1`, "
             "`x2`, `y → (y + oy) × original_height / rh` for `y1`, `y2`. People outside that square were "
             "never seen, and a box on its edge may cut its person off there."
         )
