@@ -2,7 +2,8 @@
 
 One folder holds everything ``fairsets annotate`` writes about a set of image–text shards::
 
-    ANN/manifest.json                   kind, inputs, detector, thresholds, versions, counts, heads
+    ANN/manifest.json                   kind, inputs, detector, thresholds, versions, counts, heads,
+                                        originals (per shard: resize mode and size, original hash)
     ANN/boxes/{shard}.parquet           one row per detected person box (kept or not, with why)
     ANN/images/{shard}.parquet          one row per image of the shard (ok / rejected / failed)
     ANN/attributes/{attr}/{shard}.parquet
@@ -21,7 +22,9 @@ stem, unique within one ``ANN``. Every file is written atomically; a task writes
 so a shard is done exactly when its marker exists and names the files it wrote.
 
 Pixel coordinates are those of the image as decoded by :func:`fairsets.annotate.images.decode`
-(EXIF orientation applied, as viewers show it), in original pixels, ``x2``/``y2`` exclusive.
+(EXIF orientation applied, as viewers show it), in pixels of the image as stored in the shard,
+``x2``/``y2`` exclusive; a shard downloaded with resizing stores a resized image, and
+:func:`fairsets.annotate.publish.originals.to_original` maps a box back to its original.
 """
 
 from __future__ import annotations
@@ -106,6 +109,15 @@ IMAGE_SCHEMA = pa.schema(
         pa.field("n_kept", pa.int32()),
         pa.field("status", pa.string()),  # IMAGE_STATUSES
         pa.field("reason", pa.string()),  # why rejected / failed; null when ok
+        # the original the shard's downloader fetched (annotate/shards/origin.py), null where not
+        # recorded: its size as img2dataset decoded it (no EXIF orientation) and the sha256 of the
+        # bytes the URL served; the resize that made the stored image from it (the shard's
+        # download record: no / keep_ratio / center_crop, and the target size; null: unknown)
+        pa.field("original_width", pa.int32()),
+        pa.field("original_height", pa.int32()),
+        pa.field("original_sha256", pa.string()),
+        pa.field("resize_mode", pa.string()),
+        pa.field("resize_size", pa.int32()),
     ]
 )
 

@@ -23,7 +23,10 @@ of earlier runs that are not among the inputs keep their files but leave the man
 Image rows: one per record of the shard, in the shard's order. Records the reader refused keep its
 status and reason; an image :func:`fairsets.annotate.images.decode` refuses is ``rejected`` with
 the decoder's reason; an image the detector fails on is ``failed``. Only ``ok`` rows have a size and
-box counts (``image_w``, ``image_h``, ``n_boxes``, ``n_kept``; null otherwise).
+box counts (``image_w``, ``image_h``, ``n_boxes``, ``n_kept``; null otherwise), and the original's
+size and hash where the shard's sidecar recorded them. Every row has its shard's resize mode and
+size, and the manifest's ``originals`` the shard's record (:mod:`fairsets.annotate.shards.origin`):
+what the card's re-download instructions are made of.
 """
 
 from __future__ import annotations
@@ -158,6 +161,7 @@ def annotate_persons(
         fairsets.pipeline.executors.TaskFailed: a shard could not be read (the others are kept).
     """
     from ..shards import resolve_shards
+    from ..shards.origin import shard_origin
 
     _check_params(conf, min_side, imgsz, batch, workers, executor)
     min_side = float(min_side)
@@ -192,14 +196,23 @@ def annotate_persons(
             "batch": batch,
             "retry_failed": retry_failed,
         }
+        origins = {r.name: shard_origin(r) for r in refs}
         specs = [
-            {"task_id": r.name, "ref": r.to_json(), "source": _source_state(r.path), **task} for r in refs
+            {
+                "task_id": r.name,
+                "ref": r.to_json(),
+                "source": _source_state(r.path),
+                "origin": origins[r.name],
+                **task,
+            }
+            for r in refs
         ]
         run = _run_tasks(specs, executor, workers, ray_address, progress)
         manifest = {
             **(existing or {}),
             "fairsets_version": __version__,
             "inputs": [r.to_json() for r in refs],
+            "originals": origins,
             "detector": detector.provenance(),
             "params": {"min_side": min_side, **{k: v for k, v in detection.items() if k != "weights_sha256"}},
             "shards": run.pop("shards"),

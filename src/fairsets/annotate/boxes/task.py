@@ -185,6 +185,7 @@ def _write(spec: dict[str, Any], boxes: list[dict], images: list[dict], stats: d
         "shard": shard,
         "input": spec["ref"],
         "source": spec.get("source"),
+        "origin": spec["origin"],
         "fingerprint": spec["fingerprint"],
         "detection": spec["detection"],
         "min_side": spec["min_side"],
@@ -210,6 +211,7 @@ def _stats(images: list[dict], boxes: list[dict], problems: list[str]) -> dict[s
 
 def _detect_shard(spec: dict[str, Any]) -> dict[str, Any]:
     from ..shards import ShardRef, iter_records
+    from ..shards.origin import original_facts
 
     shard, min_side = spec["task_id"], spec["min_side"]
     conf, imgsz, batch = spec["detection"]["conf"], spec["detection"]["imgsz"], max(1, spec["batch"])
@@ -247,6 +249,8 @@ def _detect_shard(spec: dict[str, Any]) -> dict[str, Any]:
             flush(list(pending.values()))
             pending.clear()
 
+    origin = spec["origin"]
+    resize = {"resize_mode": origin["resize_mode"], "resize_size": origin["image_size"]}
     stream = iter_records(ShardRef.from_json(spec["ref"]), max_bytes=max_bytes)
     for rec in stream:
         row: dict[str, Any] = {
@@ -257,6 +261,8 @@ def _detect_shard(spec: dict[str, Any]) -> dict[str, Any]:
             "sha256": hashlib.sha256(rec.data).hexdigest() if rec.data is not None else None,
             "status": rec.status,
             "reason": rec.reason,
+            **(original_facts(rec.meta, origin) if rec.status == "ok" else {}),
+            **resize,
         }
         image_rows.append(row)
         if rec.status != "ok":
@@ -296,8 +302,9 @@ def _rederive(spec: dict[str, Any], marker: dict[str, Any]) -> dict[str, Any]:
     return _write(spec, boxes, images, _stats(images, boxes, marker["stats"]["problems"]))
 
 
-#: What a marker must share with the spec to stand for this shard: marker key, spec key.
-_SAME = (("fingerprint", "fingerprint"), ("input", "ref"), ("source", "source"))
+#: What a marker must share with the spec to stand for this shard: marker key, spec key (a marker
+#: without ``origin``, from before the images table had the originals' columns, is detected again).
+_SAME = (("fingerprint", "fingerprint"), ("input", "ref"), ("source", "source"), ("origin", "origin"))
 
 
 def _finished(spec: dict[str, Any]) -> dict[str, Any] | None:

@@ -31,6 +31,8 @@ from fairsets.core.datafiles import find_data_file
 from fairsets.publish.card import HF_LICENSES, Md, check_card, dump_header, md_code, md_text, size_category
 from fairsets.publish.card.markdown import _fenced, _json_inline, _py, _table
 
+from .originals import redownload_lines
+
 __all__ = [
     "GATED_FIELDS",
     "HF_LICENSES",
@@ -81,6 +83,13 @@ IMAGE_COLUMNS = {
     "url": "where the image was downloaded from (if the shard recorded it)",
     "sha256": "of the image bytes as stored in the shard",
     "image_w, image_h": "decoded size",
+    "original_width, original_height, original_sha256": (
+        "the original the downloader fetched: its size as img2dataset decoded it (no EXIF orientation) "
+        "and the sha256 of the bytes its URL served; null where not recorded"
+    ),
+    "resize_mode, resize_size": (
+        "how the stored image was made from it (no / keep_ratio / center_crop; null: unknown)"
+    ),
     "n_boxes, n_kept": "person boxes detected, and kept",
     "status, reason": "ok / rejected / failed, and why",
 }
@@ -363,6 +372,7 @@ def _context(m: Mapping[str, Any]) -> dict[str, Any]:
         ),
         "load_hub": Md(_fenced(load_hub, "python")),
         "load_duckdb": Md(_fenced(load_duck, "python")),
+        "redownload": Md("\n".join(redownload_lines(m))),
         "params_json": Md(f"`{_json_inline(params)}`"),
     }
 

@@ -321,6 +321,7 @@ def _release_manifest(
         "repo_id": repo_id,
         "license": license,
         "inputs": inputs,
+        "originals": scrub_paths(source.get("originals") or {}),
         "detector": scrub_paths(source.get("detector") or {}),
         "params": scrub_paths(source.get("params") or {}),
         "attributes": heads,

@@ -35,6 +35,9 @@ and ``out_dir/status.parquet`` holds the merged rows of the last call (latest ro
 Images are stored as img2dataset's resizer leaves them with ``resize_mode="no"`` and
 ``skip_reencode=True``: JPEG bytes unchanged, other formats re-encoded to JPEG; ``bytes`` and
 ``sha256`` in the status rows describe the stored member (what :func:`read_image` returns).
+img2dataset also hashes the bytes the URL served, before any resizing (``compute_hash="sha256"``),
+into each sample's ``{key}.json`` as ``sha256`` (beside its ``original_width`` and
+``original_height``): what a later re-download of the original is checked against.
 
 URLs and keys are logged at DEBUG only; hosts, never full URLs, appear in guard messages.
 

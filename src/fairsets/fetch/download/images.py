@@ -24,6 +24,10 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 
 ENCODE_FORMAT = "jpg"
 
+#: The hash img2dataset computes of every downloaded image: of the bytes the URL served, before any
+#: resizing or re-encoding (its ``compute_hash``); written as ``sha256`` into each sample's json.
+ORIGINAL_HASH = "sha256"
+
 
 class PixelCappedResizer:
     """img2dataset's resizer behind a header check: at most ``max_pixels`` pixels, known formats only.
@@ -112,3 +116,25 @@ class ImageSpec:
             ),
             max_pixels,
         )
+
+
+def originals_record() -> dict[str, Any]:
+    """What a download records about its images and their originals (``.fairsets/listing.json``).
+
+    The resize mode and size are in the record already (``resize_mode``, ``image_size``: the
+    settings a resumed download must repeat); this adds ``original_hash`` (the hash in each
+    sample's json: of the served bytes, before resizing; :data:`ORIGINAL_HASH`) and ``resizer``:
+    the libraries whose geometry made the stored pixels (img2dataset's ``Resizer`` with
+    albumentations' ``SmallestMaxSize`` and ``CenterCrop``), so a box can be mapped back to the
+    original image (:mod:`fairsets.annotate.publish.originals`).
+    """
+    from fairsets.core.version import package_versions
+
+    return {
+        "original_hash": ORIGINAL_HASH,
+        "resizer": {
+            "library": "img2dataset",
+            "resize_only_if_bigger": False,
+            "versions": package_versions(["img2dataset", "albumentations"]),
+        },
+    }

@@ -21,7 +21,7 @@ from .. import _img2dataset
 from ..guard import FetchPolicy, allowing_flag, url_problem
 from ..retry import user_agent as default_user_agent
 from .guarded import GuardedDownloader, classify_img2dataset
-from .images import ENCODE_FORMAT, ImageSpec
+from .images import ENCODE_FORMAT, ORIGINAL_HASH, ImageSpec
 from .layout import (
     _ROUND_STATUS,
     KEY_COL,
@@ -69,7 +69,9 @@ def _round_downloader(
         timeout=policy.timeout,
         number_sample_per_shard=inp.shard_size,
         oom_shard_count=inp.oom,
-        compute_hash=None,
+        # sha256 of the bytes the URL served, before any resizing or re-encoding: img2dataset hashes
+        # its download stream and writes it as ``sha256`` in each sample's json and status Parquet
+        compute_hash=ORIGINAL_HASH,
         verify_hash_type=None,
         encode_format=ENCODE_FORMAT,
         retries=0,

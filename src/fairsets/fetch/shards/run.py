@@ -18,7 +18,7 @@ from fairsets.core.atomic import atomic_path, atomic_write_text, layout_lock
 from fairsets.core.tables import write_table
 
 from .. import _img2dataset
-from ..download.images import ImageSpec
+from ..download.images import ImageSpec, originals_record
 from ..download.layout import STATUS_COLUMNS, STATUS_SCHEMA, _list_rounds, _oom_shards, _ShardInput
 from ..download.rounds import SHARD_NOT_DONE, _not_done_rows, _run_shards, _shard_rows, unblocked
 from ..guard import FetchPolicy
@@ -187,6 +187,7 @@ def _open(
         "extras": list(lst.extras),
         "oom": _oom_shards(n, shard_size),
         **settings,
+        **originals_record(),
     }
     atomic_write_text(meta_path, json.dumps(meta, indent=2))  # last: the download exists
     log.info(
