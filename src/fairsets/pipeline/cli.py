@@ -237,12 +237,15 @@ def remove_cmd(
     reason: Annotated[
         str, typer.Option("--reason", help="Why (published in the card and CHANGELOG.md); never who.")
     ] = "",
-    key: Annotated[list[str] | None, typer.Option("--key", help="A published sample's key (repeatable).")] = None,
+    key: Annotated[
+        list[str] | None, typer.Option("--key", help="A published sample's key (repeatable).")
+    ] = None,
     source_url: Annotated[
         list[str] | None, typer.Option("--source-url", help="A source URL: every image from it (repeatable).")
     ] = None,
     identity: Annotated[
-        list[str] | None, typer.Option("--identity", help="A person: every image of the identity (repeatable).")
+        list[str] | None,
+        typer.Option("--identity", help="A person: every image of the identity (repeatable)."),
     ] = None,
     from_file: Annotated[
         Path | None,
@@ -252,8 +255,8 @@ def remove_cmd(
     """Record a removal request in OUT's deny list (hashes only); the next build leaves those images
     out, refills their cells from the pool where it can, and says what changed (docs/removals.md)."""
     from fairsets.core.atomic import LayoutBusy
-    from fairsets.pipeline.remove import parse_selector_file, record_removal
     from fairsets.pipeline.removals import RemovalError
+    from fairsets.pipeline.remove import parse_selector_file, record_removal
 
     selectors = [("key", v) for v in key or []]
     selectors += [("source_url", v) for v in source_url or []]

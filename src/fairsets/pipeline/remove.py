@@ -41,7 +41,7 @@ def parse_selector_file(path: str | Path) -> list[tuple[str, str]]:
         kind, _, value = line.partition(" ")
         if kind not in FROM_KINDS or not value.strip():
             raise RemovalError(
-                f"{path}: line {n} is not 'KIND VALUE' with KIND one of {', '.join(FROM_KINDS)}; fix that line"
+                f"{path}: line {n} is not 'KIND VALUE' (KIND: {', '.join(FROM_KINDS)}); fix that line"
             )
         out.append((FROM_KINDS[kind], value.strip()))
     return out
@@ -93,8 +93,14 @@ def record_removal(
         ) from None
     ident_col = recipe.get("identity_column") or "identity"
     variant = default_variant(variants)
-    rows = _published_rows(out, manifest, {"key", "augmented_from", "variant", "source_url", "url", ident_col, *groups})
-    columns = {"key": ("key", "augmented_from"), "source_url": ("source_url", "url"), "identity": (ident_col,)}
+    rows = _published_rows(
+        out, manifest, {"key", "augmented_from", "variant", "source_url", "url", ident_col, *groups}
+    )
+    columns = {
+        "key": ("key", "augmented_from"),
+        "source_url": ("source_url", "url"),
+        "identity": (ident_col,),
+    }
     hashed: list[dict[str, str]] = []
     matched: dict[str, set[str]] = {}
     for kind, value in selectors:
