@@ -25,8 +25,8 @@ if importlib.util.find_spec("img2dataset") is None:
         allow_module_level=True,
     )
 
-from fetch.conftest import jpeg_bytes  # noqa: E402
-from servers import Response  # noqa: E402
+from fetch.conftest import jpeg_bytes
+from servers import Response
 
 N = 8
 PUNSAFE = [0.01, 0.93, None, 0.51, 0.5, "n/a", 0.2, 0.99]
@@ -82,7 +82,10 @@ def test_deny_list_and_safety_rule_drop_rows_before_download(
     assert len(rows) == N
     for i, r in enumerate(rows):
         if i in denied:
-            assert (r["status"], r["error"]) == ("rejected", "denied: the URL is on the deny list removed.txt")
+            assert (r["status"], r["error"]) == (
+                "rejected",
+                "denied: the URL is on the deny list removed.txt",
+            )
         elif i in unsafe:
             assert r["status"] == "rejected" and r["error"].startswith("unsafe: punsafe>0.5 (punsafe = ")
         else:
