@@ -41,7 +41,7 @@ from .audit.cli import audit_app, card_app, debias_app
 from .audit.persons.cli import audit_persons_cmd, audit_transfer_cmd
 from .fetch.cli import download_cmd
 from .geo.cli import geo_app
-from .pipeline.cli import build_cmd, example_cmd, review_app, steps_cmd, validate_cmd
+from .pipeline.cli import build_cmd, example_cmd, remove_cmd, review_app, steps_cmd, validate_cmd
 from .sources.cli import fetch_app
 
 
@@ -180,6 +180,7 @@ app.command("build")(build_cmd)
 app.command("validate")(validate_cmd)
 app.command("steps")(steps_cmd)
 app.command("example")(example_cmd)
+app.command("remove")(remove_cmd)
 app.add_typer(fetch_app, name="fetch", cls=FairsetsGroup)
 app.command("download")(download_cmd)
 app.add_typer(review_app, name="review", cls=FairsetsGroup)

@@ -42,6 +42,19 @@ def download_cmd(
     allow_loopback: Annotated[
         bool, typer.Option("--allow-loopback", help="Allow 127.0.0.0/8 and ::1 (a mirror on this machine).")
     ] = False,
+    deny: Annotated[
+        Path | None,
+        typer.Option(
+            "--deny", help="Deny list: one URL or URL sha256 a line; those rows are not downloaded."
+        ),
+    ] = None,
+    drop_unsafe: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--drop-unsafe",
+            help="Drop rows whose safety column matches, e.g. 'punsafe>0.5' or 'NSFW==NSFW' (repeatable).",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines, only errors.")] = False,
 ) -> None:
     """Download a listing into img2dataset shards (tar + status Parquet + stats) in OUT, behind the guard.
@@ -57,6 +70,7 @@ def download_cmd(
     from fairsets.fetch.download.images import RESIZE_MODES, ImageSpec
     from fairsets.fetch.guard import FetchPolicy
     from fairsets.fetch.shards import ListingError, download_listing, summary_line
+    from fairsets.fetch.shards.policy import RowPolicy, parse_rule, read_deny_file
 
     setup_logging(False, quiet)
     if resize_mode not in RESIZE_MODES:
@@ -65,6 +79,11 @@ def download_cmd(
     started = time.monotonic()
     rate = _Rate()
     try:
+        row_policy = RowPolicy(
+            deny=read_deny_file(deny) if deny is not None else frozenset(),
+            deny_name=deny.name if deny is not None else "",
+            rules=tuple(parse_rule(r) for r in drop_unsafe or ()),
+        )
         rows = download_listing(
             listing,
             out,
@@ -77,11 +96,12 @@ def download_cmd(
             shard_size=shard_size,
             retry_failed=retry_failed,
             progress=rate.update,
+            row_policy=row_policy,
         )
     except (ListingError, LayoutBusy, ValueError, OSError) as exc:
         die(exc)
     seconds = time.monotonic() - started
-    line = f"{summary_line(rows)} -> {out}"
+    line = f"{summary_line(rows)}{_policy_part(rows)} -> {out}"
     if rate.samples:
         line += (
             f" ({rate.samples} URLs tried in {seconds:.1f} s, {rate.samples / max(seconds, 1e-9):.1f} URLs/s)"
@@ -93,6 +113,14 @@ def download_cmd(
     if not rate.samples:
         line += "; nothing new to download" + _nothing_hint(rows, retry_failed)
     typer.echo(f"{line}{_blocked_hint(rows)}")
+
+
+def _policy_part(rows: list[dict]) -> str:
+    """``; dropped by policy: 3 denied, 2 unsafe`` (from the rows' reasons), or nothing."""
+    n = {k: sum(str(r.get("error") or "").startswith(k + ":") for r in rows) for k in ("denied", "unsafe")}
+    if not any(n.values()):
+        return ""
+    return "; dropped by policy: " + ", ".join(f"{v} {k}" for k, v in n.items() if v)
 
 
 def _nothing_hint(rows: list[dict], retry_failed: bool) -> str:

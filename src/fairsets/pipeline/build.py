@@ -81,10 +81,17 @@ def build(
         candidates = primary.scan()
         if not candidates:
             raise BuildError("the source listed no candidates")
+        removals = _load_removals(recipe, out)
+        candidates = removals.keep(candidates)  # before anything is downloaded or read
+        if not candidates:
+            raise BuildError(
+                f"every candidate is on the deny list ({out}/{WORKDIR}/removals.jsonl): nothing to build",
+            )
+        stage_args["removals"] = removals
         ex_ctx = get_executor(kind, workers=n_workers, ray_address=ray_address or ex_cfg.ray_address)
         # again after the executor started: Ray sets its own SIGTERM handler in ray.init
         with ex_ctx as ex, _stop_on_signals():
-            specs = _run_stage(0, primary, candidates, ex=ex, **stage_args)
+            specs = _run_stage(0, primary, candidates, ex=ex, **_stage_kwargs(stage_args))
             sources_summary = [{"type": recipe.source.type, "stage": 0, "candidates": len(candidates)}]
             n_candidates = len(candidates) + _run_supplements(recipe, specs, sources_summary, ex, stage_args)
             pool, rejects, step_stats, pending, dup_counts = _screen_pool(recipe, workdir, specs)
@@ -124,7 +131,46 @@ def build(
             plan=plan,
             m_specs=m_specs,
             m_markers=m_markers,
+            removals=removals.state,
         )
+
+
+def _stage_kwargs(stage_args: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in stage_args.items() if k != "removals"}
+
+
+def _load_removals(recipe: Recipe, out: Path) -> Any:
+    """The folder's deny list, ready to leave candidates out (see :mod:`.removals`)."""
+    from .removals import RemovalError, deny_path, read_deny_list
+
+    try:
+        requests, revisions = read_deny_list(deny_path(out))
+    except RemovalError as exc:
+        raise BuildError(str(exc)) from None
+    return _Removals(recipe, requests, revisions)
+
+
+class _Removals:
+    """Leaves the deny list's candidates out of each source's rows and remembers them (counts only)."""
+
+    def __init__(self, recipe: Recipe, requests: list[dict], revisions: dict[int, dict[str, int]]) -> None:
+        self.recipe, self.requests, self.revisions = recipe, requests, revisions
+        self.removed: list[tuple[dict, dict]] = []
+
+    def keep(self, rows: list[dict]) -> list[dict]:
+        from .removals import split_removed
+
+        kept, removed = split_removed(rows, self.requests, self.recipe.identity_column)
+        self.removed.extend(removed)
+        if removed:
+            log.info("deny list: %d candidate(s) left out before download", len(removed))
+        return kept
+
+    @property
+    def state(self) -> Any:
+        from .removal_summary import Removals
+
+        return Removals(self.requests, self.revisions, self.removed, list(self.recipe.groups))
 
 
 def _run_supplements(
@@ -151,8 +197,8 @@ def _run_supplements(
             continue
         source = _open_source(sup_cfg.type, sup_cfg.params(), recipe, workdir)
         known = {c["key"] for s in specs for c in s["rows"]}
-        rows = [r for r in source.scan_for(need) if r["key"] not in known]
+        rows = stage_args["removals"].keep([r for r in source.scan_for(need) if r["key"] not in known])
         entry["candidates"] = len(rows)
         n_candidates += len(rows)
-        specs.extend(_run_stage(stage, source, rows, ex=ex, **stage_args))
+        specs.extend(_run_stage(stage, source, rows, ex=ex, **_stage_kwargs(stage_args)))
     return n_candidates

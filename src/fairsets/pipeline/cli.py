@@ -230,3 +230,47 @@ def example_cmd(
         typer.echo(f"{'wrote' if written else 'unchanged'} {path}")
     recipe = shlex.quote(str(out / "example.toml"))
     typer.echo(f"build the offline example: fairsets build {recipe} --out example-out")
+
+
+def remove_cmd(
+    out: Annotated[Path, typer.Argument(help="The build folder (fairsets build --out).")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why (published in the card and CHANGELOG.md); never who.")
+    ] = "",
+    key: Annotated[
+        list[str] | None, typer.Option("--key", help="A published sample's key (repeatable).")
+    ] = None,
+    source_url: Annotated[
+        list[str] | None, typer.Option("--source-url", help="A source URL: every image from it (repeatable).")
+    ] = None,
+    identity: Annotated[
+        list[str] | None,
+        typer.Option("--identity", help="A person: every image of the identity (repeatable)."),
+    ] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option("--from", help="A file of 'key|source-url|identity VALUE' lines, one selector a line."),
+    ] = None,
+) -> None:
+    """Record a removal request in OUT's deny list (hashes only); the next build leaves those images
+    out, refills their cells from the pool where it can, and says what changed (docs/removals.md)."""
+    from fairsets.core.atomic import LayoutBusy
+    from fairsets.pipeline.removals import RemovalError
+    from fairsets.pipeline.remove import parse_selector_file, record_removal
+
+    selectors = [("key", v) for v in key or []]
+    selectors += [("source_url", v) for v in source_url or []]
+    selectors += [("identity", v) for v in identity or []]
+    try:
+        if from_file is not None:
+            selectors += parse_selector_file(from_file)
+        req = record_removal(out, selectors, reason)
+    except (RemovalError, LayoutBusy) as exc:
+        die(exc)
+    n = sum(req["published"].values())
+    cells = "; ".join(f"{c}: {k}" for c, k in req["published"].items())
+    typer.echo(
+        f"recorded {req['id']} ({len(req['selectors'])} selector(s), against revision {req['against']}): "
+        f"{n} published real image(s){f' ({cells})' if cells else ''}"
+    )
+    typer.echo(f"apply it: fairsets build RECIPE --out {shlex.quote(str(out))}")

@@ -83,6 +83,7 @@ def publish_layout(
     plan: Any,
     m_specs: list[dict[str, Any]],
     m_markers: list[dict[str, Any] | None],
+    removals: Any = None,
 ) -> Any:
     from fairsets.core.atomic import atomic_write_text
     from fairsets.core.tables import metadata_name, write_metadata, write_rejects
@@ -213,6 +214,8 @@ def publish_layout(
         "notes": recipe.publish.notes,
     }
     documents = {"rejects.parquet", "README.md", "ATTRIBUTION.md"}
+    if _removals_summary(summary, removals, out, list(recipe.variants)):
+        documents.add("CHANGELOG.md")
     if all_rows:
         atomic_write_text(out / "README.md", render_card(summary))
         write_croissant(out, summary)
@@ -246,12 +249,30 @@ def publish_layout(
             },
         },
         "cells": summary["cells"],
+        **({"removals": summary["removals"]} if "removals" in summary else {}),
         "warnings": warnings,
         "licenses": summary["licenses"],
         "files": files,
     }
     write_manifest(out / "manifest.json", manifest)
     return BuildResult(out=out, summary=summary, manifest=manifest, warnings=warnings)
+
+
+def _removals_summary(summary: dict[str, Any], removals: Any, out: Path, variants: list[str]) -> bool:
+    """Set ``summary["removals"]`` and write ``OUT/CHANGELOG.md`` when the deny list has requests
+    (see :mod:`.removal_summary`); remove a stale changelog when it has none. True when written."""
+    from fairsets.core.atomic import atomic_write_text
+
+    from ..publish.card.changes import changelog_markdown
+    from .removal_summary import default_variant
+
+    done = removals.summary(summary["cells"], default_variant(variants)) if removals is not None else None
+    if done is None:
+        (out / "CHANGELOG.md").unlink(missing_ok=True)
+        return False
+    summary["removals"] = done
+    atomic_write_text(out / "CHANGELOG.md", changelog_markdown(summary))
+    return True
 
 
 def nothing_published(candidates: int, rejects: list[dict[str, Any]], out: Path) -> str:

@@ -24,6 +24,7 @@ from ..download.rounds import SHARD_NOT_DONE, _not_done_rows, _run_shards, _shar
 from ..guard import FetchPolicy
 from .listing import REJECT_COL, ListingError, check_listing_file, fingerprint, read_listing
 from .merge import _oom_sample, merge_retry, read_rounds
+from .policy import RowPolicy, apply_policy
 
 log = logging.getLogger("fairsets.fetch.download")
 
@@ -48,6 +49,7 @@ def download_listing(
     shard_size: int = 10000,
     retry_failed: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    row_policy: RowPolicy | None = None,
 ) -> list[dict[str, Any]]:
     """Download a listing into img2dataset shards directly in ``out_dir``, resumably, behind the guard.
 
@@ -68,6 +70,8 @@ def download_listing(
             downloaded again and merged the same way, with or without ``retry_failed``.
         progress: ``progress(done, total)`` with sample counts of the shards (or of a retry
             round), when their download starts (the samples already done) and after each shard.
+        row_policy: rows to refuse before download (a deny list of URLs, safety rules; see
+            :mod:`.policy`); a folder keeps the policy it was made with.
 
     Returns:
         One status row per listing row, in listing order (``STATUS_COLUMNS``; ``key`` is
@@ -83,10 +87,11 @@ def download_listing(
     if processes < 0 or threads < 1 or shard_size < 1:
         raise ValueError("processes must be >= 0, threads and shard_size >= 1")
     root, listing = Path(out_dir), Path(listing)
+    row_policy = row_policy or RowPolicy()
     if not root.is_dir():  # the listing is checked before any folder is made
-        _open(root, listing, url_col, caption_col, image, shard_size)
+        _open(root, listing, url_col, caption_col, image, shard_size, row_policy)
     with layout_lock(root):  # one writer at a time (a second call says so and ends)
-        meta = _open(root, listing, url_col, caption_col, image, shard_size)
+        meta = _open(root, listing, url_col, caption_col, image, shard_size, row_policy)
         return _download(root, meta, policy, image, processes, threads, shard_size, retry_failed, progress)
 
 
@@ -144,7 +149,13 @@ def _download(
 
 
 def _open(
-    root: Path, listing: Path, url_col: str, caption_col: str, image: ImageSpec, shard_size: int
+    root: Path,
+    listing: Path,
+    url_col: str,
+    caption_col: str,
+    image: ImageSpec,
+    shard_size: int,
+    row_policy: RowPolicy,
 ) -> dict:
     """The download's record (``.fairsets/listing.json``): checked against this call, or created."""
     check_listing_file(listing)
@@ -169,10 +180,17 @@ def _open(
                     f"{root} was downloaded with {flag} {meta[name]}, not {value}; give the same, or choose "
                     "another --out"
                 )
+        had = meta.get("policy") or {}
+        now = row_policy.settings
+        if (had.get("deny_sha256"), had.get("rules") or []) != (now["deny_sha256"], now["rules"]):
+            raise ListingError(
+                f"{root} was downloaded under another --deny list or --drop-unsafe rules; give the same, or "
+                "download into another --out (rows already downloaded are not taken out of shards)"
+            )
         return meta
     if root.exists() and any(p.name != WORK for p in root.iterdir()):
         raise ListingError(f"{root} is not empty and holds no fairsets download; choose a new or empty --out")
-    lst = read_listing(listing, url_col, caption_col)
+    lst, dropped = apply_policy(read_listing(listing, url_col, caption_col), row_policy)
     work.mkdir(parents=True, exist_ok=True)
     n = lst.table.num_rows
     with atomic_path(work / _INPUT) as tmp:
@@ -188,6 +206,7 @@ def _open(
         "oom": _oom_shards(n, shard_size),
         **settings,
         **originals_record(),
+        "policy": {**row_policy.settings, **dropped},
     }
     atomic_write_text(meta_path, json.dumps(meta, indent=2))  # last: the download exists
     log.info(
