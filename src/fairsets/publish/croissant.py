@@ -96,6 +96,7 @@ CONTEXT: dict[str, Any] = {
     "transform": "cr:transform",
 }
 
+
 def _data_type(arrow_type: Any) -> str | None:
     import pyarrow as pa
 

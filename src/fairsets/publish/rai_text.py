@@ -109,7 +109,9 @@ def as_text(value: Text) -> str | None:
     lines = as_lines(value)
     if not lines:
         return None
-    return " ".join(x if x.endswith((".", "!", "?")) else f"{x}." for x in lines) if len(lines) > 1 else lines[0]
+    return (
+        " ".join(x if x.endswith((".", "!", "?")) else f"{x}." for x in lines) if len(lines) > 1 else lines[0]
+    )
 
 
 def load_rai_text(path: str | os.PathLike[str]) -> RaiText:

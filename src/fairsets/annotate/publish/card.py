@@ -31,6 +31,8 @@ from fairsets.core.datafiles import find_data_file
 from fairsets.publish.card import HF_LICENSES, Md, check_card, dump_header, md_code, md_text, size_category
 from fairsets.publish.card.markdown import _fenced, _json_inline, _py, _table
 
+from .rai import card_context
+
 __all__ = [
     "GATED_FIELDS",
     "HF_LICENSES",
@@ -104,6 +106,10 @@ def card_header(m: Mapping[str, Any]) -> dict[str, Any]:
         "task_categories": list(TASKS),
         "tags": list(TAGS),
         "size_categories": [size_category(int(_require(m, "counts", "boxes", "total")))],
+        # boxes and labels by models over images and captions that were found on the web
+        "source_datasets": ["extended"],
+        "annotations_creators": ["machine-generated"],
+        "language_creators": ["found"],
         "configs": [
             {
                 "config_name": "boxes",
@@ -364,6 +370,7 @@ def _context(m: Mapping[str, Any]) -> dict[str, Any]:
         "load_hub": Md(_fenced(load_hub, "python")),
         "load_duckdb": Md(_fenced(load_duck, "python")),
         "params_json": Md(f"`{_json_inline(params)}`"),
+        **card_context(m),
     }
 
 
