@@ -130,9 +130,9 @@ def publish_cmd(
     except PublishError as exc:
         die(exc)
     typer.echo(format_plan(report))
-    if findings and dry_run:
+    if findings and dry_run:  # one line on stderr: the plan on stdout stays as it was
         typer.echo(
-            f"card lint: {len(findings)} finding(s); a real upload is refused unless --allow-placeholders:"
+            f"note: fairsets card lint {out} lists {len(findings)} finding(s); a real upload is refused "
+            "unless --allow-placeholders",
+            err=True,
         )
-        for line in findings:
-            typer.echo(f"  {line}")
