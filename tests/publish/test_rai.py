@@ -149,7 +149,8 @@ def test_example_croissant_has_every_rai_property_fairsets_knows(example_out: Pa
     for step in manifest["steps"]:  # every step, its parameters' rule and its own count
         assert f"{step['name']} with parameters" in rai["dataPreprocessingProtocol"]
         assert re.search(
-            rf"{re.escape(step['name'])} with parameters .*?: {step['rejected']} rejected, {step['failed']} failed",
+            rf"{re.escape(step['name'])} with parameters .*?: "
+            rf"{step['rejected']} rejected, {step['failed']} failed",
             rai["dataPreprocessingProtocol"],
         ), step["name"]
     augmented = sum(
