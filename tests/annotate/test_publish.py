@@ -42,7 +42,7 @@ def _plan(out: str) -> list[str]:
 
 def _expected_files() -> list[str]:
     tables = [f"data/{kind}/{s}.parquet" for kind in ("boxes", "images") for s in SHARDS]
-    return sorted(["README.md", "manifest.json", *tables])
+    return sorted(["README.md", "croissant.json", "manifest.json", *tables])
 
 
 def _all_bytes(folder: Path) -> dict[str, bytes]:
@@ -60,7 +60,7 @@ def test_dry_run_lists_exactly_the_tables_card_and_manifest(
     root, _ = ann
     code, out, err = run_cli(["publish", root, "--repo-id", REPO, "--dry-run"], capsys)
     assert code == 0, err
-    assert out.startswith("Dry run: would upload 6 files") and REPO in out
+    assert out.startswith("Dry run: would upload 7 files") and REPO in out
     plan = _plan(out)
     assert plan == _expected_files()
     assert not any(".fairsets" in p or p.endswith((".jpg", ".tar", ".npy")) for p in plan)
@@ -226,7 +226,9 @@ def test_full_publish_uploads_the_plan_and_leaks_no_secret(
     api = RecordingApi()
     monkeypatch.setattr(hub, "_make_api", lambda token: api)
     caplog.set_level(logging.DEBUG)
-    code, out, err = run_cli(["publish", root, "--repo-id", REPO, "--private", "--revision", "v1"], capsys)
+    code, out, err = run_cli(
+        ["publish", root, "--repo-id", REPO, "--private", "--revision", "v1", "--allow-placeholders"], capsys
+    )
     assert code == 0, err
     assert api.names == ["create_repo", "create_branch", "upload_large_folder"] and api.unexpected == []
     calls = dict(api.calls)
@@ -235,7 +237,7 @@ def test_full_publish_uploads_the_plan_and_leaks_no_secret(
     assert Path(up["folder_path"]) == prepared_dir(root).resolve()
     assert up["allow_patterns"] == _expected_files() == _plan(out)
     assert set(hub.IGNORE_PATTERNS) <= set(up["ignore_patterns"])
-    assert out.startswith("Uploaded 6 files") and f"https://huggingface.co/datasets/{REPO}/tree/v1" in out
+    assert out.startswith("Uploaded 7 files") and f"https://huggingface.co/datasets/{REPO}/tree/v1" in out
 
     for secret in (SECRET, OTHER_SECRET):
         assert secret not in out and secret not in err and secret not in caplog.text
@@ -253,7 +255,7 @@ def test_real_client_on_a_closed_loopback_port_is_one_line(
     monkeypatch.setenv("HF_TOKEN", SECRET)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
-    code, out, err = run_cli(["publish", root, "--repo-id", REPO], capsys)
+    code, out, err = run_cli(["publish", root, "--repo-id", REPO, "--allow-placeholders"], capsys)
     assert_one_line_error(code, err, "create_repo failed")
     assert SECRET not in out + err
 

@@ -47,6 +47,7 @@ def test_publishing_a_real_persons_run(
     plan = [ln.split()[0] for ln in out.strip().splitlines()[2:-1]]
     assert plan == [
         "README.md",
+        "croissant.json",
         "data/boxes/00000.parquet",
         "data/images/00000.parquet",
         "manifest.json",

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fairsets.core.errors import SaysTheFix
+from fairsets.publish.rai_text import RaiText
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -154,6 +155,8 @@ class PublishConfig(_Strict):
     jpeg_quality: int = Field(default=95, ge=50, le=100)
     task_categories: list[str] = ["image-classification", "zero-shot-image-classification"]
     notes: str = ""
+    rai: RaiText | None = None
+    """Person-written RAI and card facts (``[publish.rai]``; fairsets.publish.rai_text)."""
 
 
 class Recipe(_Strict):

@@ -212,7 +212,11 @@ def publish_layout(
         "recipe": recipe.to_public_dict(),
         "task_categories": list(recipe.publish.task_categories),
         "notes": recipe.publish.notes,
+        "rai_text": recipe.publish.rai.model_dump(exclude_none=True) if recipe.publish.rai else {},
     }
+    from ..publish.rai_facts import face_rai
+
+    summary["rai"] = face_rai(summary)
     documents = {"rejects.parquet", "README.md", "ATTRIBUTION.md"}
     if _removals_summary(summary, removals, out, list(recipe.variants)):
         documents.add("CHANGELOG.md")

@@ -32,8 +32,10 @@ API:
       paths), ``["license"]`` (SPDX ids), optional ``["url"]``, ``["version"]``,
       ``["cite_as"]`` (default: a BibTeX ``@misc`` from name/pretty_name),
       ``["date_published"]``, ``["keywords"]``, ``["repo_id"]`` (``ORG/NAME``: Hub URLs) and
-      ``["rai"]`` (``{"dataCollection", "dataBiases", "dataLimitations",
-      "personalSensitiveInformation"}`` strings).
+      ``["rai"]`` (``{RAI property: value}``, :func:`fairsets.publish.rai_facts.face_rai` for a
+      build; checked against the RAI vocabulary by :func:`fairsets.publish.rai.rai_values`). With
+      any RAI property the document also declares ``conformsTo``
+      :data:`fairsets.publish.rai.RAI_CONFORMS_TO`.
     * ``write_croissant(out_dir, summary, path=None) -> dict`` — writes ``croissant.json``
       atomically (sorted keys, indent 2, trailing newline); returns ``{"path","sha256","bytes"}``.
 """
@@ -49,7 +51,7 @@ from urllib.parse import quote
 from fairsets.core.atomic import atomic_write_text, sha256_file
 from fairsets.publish.attribution import license_info, safe_link_url
 
-__all__ = ["CONFORMS_TO", "CONTEXT", "HUB_URL", "build_croissant", "write_croissant"]
+__all__ = ["CONFORMS_TO", "CONTEXT", "HUB_URL", "add_rai", "build_croissant", "write_croissant"]
 
 CONFORMS_TO = "http://mlcommons.org/croissant/1.0"
 #: Where a file of a Hub dataset repository is downloaded from (``repo_id``, then the path).
@@ -93,8 +95,6 @@ CONTEXT: dict[str, Any] = {
     "subField": "cr:subField",
     "transform": "cr:transform",
 }
-
-_RAI_KEYS = ("dataCollection", "dataBiases", "dataLimitations", "personalSensitiveInformation")
 
 
 def _data_type(arrow_type: Any) -> str | None:
@@ -296,10 +296,18 @@ def build_croissant(out_dir: str | os.PathLike[str], summary: dict[str, Any]) ->
         doc["url"] = safe_link_url(str(summary["url"]))
     if summary.get("date_published"):
         doc["datePublished"] = summary["date_published"]
-    rai = summary.get("rai") or {}
-    for key in _RAI_KEYS:
-        if rai.get(key):
-            doc[f"rai:{key}"] = rai[key]
+    return add_rai(doc, summary.get("rai") or {})
+
+
+def add_rai(doc: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with the RAI properties ``values`` (``{property: value}``, empty ones left out) and,
+    when there is any, the declaration that it conforms to the RAI specification too."""
+    from fairsets.publish.rai import RAI_CONFORMS_TO, rai_values
+
+    rai = rai_values(values)
+    if rai:
+        doc.update(rai)
+        doc["conformsTo"] = [CONFORMS_TO, RAI_CONFORMS_TO]
     return doc
 
 

@@ -32,6 +32,7 @@ from fairsets.publish.card import HF_LICENSES, Md, check_card, dump_header, md_c
 from fairsets.publish.card.markdown import _fenced, _json_inline, _py, _table
 
 from .originals import redownload_lines
+from .rai import card_context
 
 __all__ = [
     "GATED_FIELDS",
@@ -113,6 +114,10 @@ def card_header(m: Mapping[str, Any]) -> dict[str, Any]:
         "task_categories": list(TASKS),
         "tags": list(TAGS),
         "size_categories": [size_category(int(_require(m, "counts", "boxes", "total")))],
+        # boxes and labels by models over images and captions that were found on the web
+        "source_datasets": ["extended"],
+        "annotations_creators": ["machine-generated"],
+        "language_creators": ["found"],
         "configs": [
             {
                 "config_name": "boxes",
@@ -374,6 +379,7 @@ def _context(m: Mapping[str, Any]) -> dict[str, Any]:
         "load_duckdb": Md(_fenced(load_duck, "python")),
         "redownload": Md("\n".join(redownload_lines(m))),
         "params_json": Md(f"`{_json_inline(params)}`"),
+        **card_context(m),
     }
 
 

@@ -337,6 +337,7 @@ def prepare(
     repo_id: str,
     license: str = DEFAULT_LICENSE,
     progress: Progress | None = None,
+    rai: Any = None,
 ) -> Prepared:
     """Write (or bring up to date) the publishable folder of ``ann`` (see the module docstring).
 
@@ -346,6 +347,8 @@ def prepare(
         license: The annotations' licence, a Hugging Face licence id (default
             :data:`DEFAULT_LICENSE`); recorded in the card and the manifest.
         progress: Shows shards and boxes per second (default: none).
+        rai: The person-written facts (:class:`fairsets.publish.rai_text.RaiText`, ``--rai``), kept in
+            the manifest as ``rai_text``; the card and ``croissant.json`` show them.
 
     Returns:
         The prepared folder, its manifest and the shards kept from an earlier run.
@@ -408,6 +411,7 @@ def prepare(
         con.close()
 
     manifest = {**_release_manifest(source, attrs, license, repo_id), "counts": counts}
+    manifest["rai_text"] = rai.model_dump(exclude_none=True) if rai is not None else {}
     try:
         card = render_card(manifest, out_dir=out, audits=blocks)
     except ValueError as e:  # a value the card must show is missing from the annotation manifest
@@ -420,6 +424,10 @@ def prepare(
         **{rel: {"sha256": e["sha256"], "bytes": e["bytes"]} for rel, e in sorted(files.items())},
         **file_entries(out, ["README.md"]),
     }
+    from fairsets.annotate.publish.croissant import CROISSANT, write_annotation_croissant
+
+    write_annotation_croissant(out, manifest)
+    manifest["files"] = dict(sorted({**manifest["files"], **file_entries(out, [CROISSANT])}.items()))
     write_manifest(out / MANIFEST, manifest)
     return Prepared(out, manifest, reused)
 
@@ -437,6 +445,8 @@ def publish_annotations(
     num_workers: int | None = None,
     progress: Progress | None = None,
     tag: str | None = None,
+    rai: Any = None,
+    lint: Any = None,
 ) -> PublishReport:
     """Prepare ``ann`` and upload the prepared folder (or, with ``dry_run``, only list it).
 
@@ -447,6 +457,9 @@ def publish_annotations(
         private, revision, dry_run, token, api, num_workers, tag: as in
             :func:`fairsets.publish.hub.publish`.
         progress: Shows the preparation (see :func:`prepare`).
+        rai: The person-written facts, see :func:`prepare`.
+        lint: Called with the prepared folder before anything is uploaded (``fairsets publish``
+            refuses a card with placeholders there); it raises to stop the upload.
 
     Returns:
         The report of :func:`fairsets.publish.hub.publish` (its files are the prepared folder's).
@@ -459,7 +472,9 @@ def publish_annotations(
     rid = validate_repo_id(repo_id)
     try:  # two publishes of one folder never interleave (the upload locks the prepared folder too)
         with layout_lock(ann, optional=True):
-            prepared = prepare(ann, repo_id=rid, license=license, progress=progress)
+            prepared = prepare(ann, repo_id=rid, license=license, progress=progress, rai=rai)
+            if lint is not None:
+                lint(prepared.folder)
             return publish(
                 prepared.folder,
                 rid,

@@ -43,3 +43,45 @@ def card_update_cmd(
     except (OSError, ValueError) as exc:
         die(exc)
     typer.echo(f"updated {path}")
+
+
+@card_app.command("lint")
+def card_lint_cmd(
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            help="A built dataset folder, or an annotation folder (its prepared folder is linted: "
+            "fairsets publish ANN --dry-run prepares it)."
+        ),
+    ],
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when anything is listed (for CI and release scripts).")
+    ] = False,
+) -> None:
+    """List every card section still empty or a placeholder and every missing required
+    Responsible-AI property of croissant.json, one line each."""
+    from fairsets.annotate.layout import KIND
+    from fairsets.annotate.publish import PUBLISHED_KIND, folder_kind, prepared_dir
+    from fairsets.publish.card.lint import lint_folder
+
+    if not folder.is_dir():
+        die(f"{folder}: no such folder; give a built dataset folder or an annotation folder")
+    kind = folder_kind(folder)
+    where = "[publish.rai]"
+    if kind == KIND:
+        target = prepared_dir(folder)
+        if not (target / "README.md").is_file():
+            die(
+                f"{folder}: not prepared yet; run fairsets publish {folder} --repo-id ORG/NAME --dry-run "
+                "first"
+            )
+        folder, where = target, "the --rai file's"
+    elif kind == PUBLISHED_KIND:
+        where = "the --rai file's"
+    findings = lint_folder(folder, where=where)
+    for line in findings:
+        typer.echo(line)
+    if not findings:
+        typer.echo(f"{folder}: the card and croissant.json lack nothing")
+    if strict and findings:
+        raise typer.Exit(1)

@@ -9,6 +9,7 @@ from typing import Any
 
 from fairsets.publish.attribution import license_info, safe_link_url
 
+from .changes import changes_section
 from .header import _default_variant, _split_order
 from .markdown import (
     Md,
@@ -19,6 +20,7 @@ from .markdown import (
     md_code,
     md_text,
 )
+from .sections import person_sections
 from .snippets import load_snippets
 
 VARIANT_DOCS = {
@@ -136,6 +138,9 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
         return _table(head, rows, ["---"] + ["---:"] * (len(head) - 1))
 
     first_split = _split_order(variants[default])[0]
+    from fairsets.publish.rai_facts import face_biases, face_limitations, face_rai
+
+    rai = summary.get("rai") or face_rai(summary)
     return {
         "s": summary,
         "name": summary["name"],
@@ -171,6 +176,18 @@ def _context(summary: Mapping[str, Any]) -> dict[str, Any]:
         "notes": [summary["notes"]]
         if isinstance(summary.get("notes"), str) and summary["notes"]
         else list(summary.get("notes") or []),
-        "biases": list(summary.get("biases") or []),
-        "limitations": list(summary.get("limitations") or []),
+        "biases": face_biases(summary),
+        "limitations": face_limitations(summary),
+        "collection": rai.get("dataCollection") or "",
+        "annotation_process": rai.get("dataAnnotationProtocol") or "",
+        "sections": person_sections(
+            summary.get("rai_text") or {},
+            "the recipe's [publish.rai]",
+            contact=summary.get("contact"),
+            producers=(
+                "The photographers and other authors credited per image in ATTRIBUTION.md (column "
+                "author), as the sources (table Sources) recorded them.",
+            ),
+        ),
+        "changes": Md("\n".join(changes_section(summary))),  # Markdown lines; none without removals
     }

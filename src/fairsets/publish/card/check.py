@@ -9,8 +9,11 @@ from pathlib import Path
 import yaml
 
 from .hub_values import (
+    ANNOTATIONS_CREATORS,
     HF_LICENSES,
+    LANGUAGE_CREATORS,
     SIZE_CATEGORIES,
+    SOURCE_DATASETS,
     TASK_CATEGORIES,
 )
 
@@ -58,6 +61,16 @@ def check_card(text: str, out_dir: str | os.PathLike[str] | None = None) -> list
     for task in data.get("task_categories") or []:
         if task not in TASK_CATEGORIES:
             problems.append(f"task_categories value {task!r} is not an image task category")
+    for key, allowed in (
+        ("annotations_creators", ANNOTATIONS_CREATORS),
+        ("language_creators", LANGUAGE_CREATORS),
+        ("source_datasets", SOURCE_DATASETS),
+    ):
+        values = data.get(key)
+        for value in values if isinstance(values, list) else [] if values is None else [values]:
+            # "extended|<dataset>" names the dataset a source_datasets entry extends
+            if value not in allowed and not (key == "source_datasets" and str(value).startswith("extended|")):
+                problems.append(f"{key} value {value!r} is not allowed")
     configs = data.get("configs") or []
     if not configs:
         problems.append("configs is missing")

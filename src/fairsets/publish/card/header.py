@@ -44,6 +44,10 @@ def card_header(summary: Mapping[str, Any]) -> dict[str, Any]:
     header["tags"] = tags
     n = max((_variant_total(summary, v) for v in variants), default=0)
     header["size_categories"] = [size_category(n)]
+    # the images and their group values come from the sources (found), nothing is new data
+    header["source_datasets"] = ["original"]
+    header["annotations_creators"] = ["found"]
+    header["language_creators"] = ["found"]
     configs = []
     for v in [default, *sorted(set(variants) - {default})]:
         cfg: dict[str, Any] = {

@@ -129,6 +129,13 @@ TASK_CATEGORIES: frozenset[str] = frozenset(
 )
 
 DEFAULT_TASKS = ("image-classification", "zero-shot-image-classification")
+#: Allowed ``annotations_creators`` / ``language_creators`` / ``source_datasets`` values (the
+#: documentation of ``huggingface_hub.DatasetCardData``, which lists the Hub's options).
+ANNOTATIONS_CREATORS = frozenset(
+    ["found", "crowdsourced", "expert-generated", "machine-generated", "no-annotation", "other"]
+)
+LANGUAGE_CREATORS = frozenset(["found", "crowdsourced", "expert-generated", "machine-generated", "other"])
+SOURCE_DATASETS = frozenset(["original", "extended"])
 DEFAULT_TAGS = ("fairness", "faces", "webdataset")
 MIXED_LICENSE_NAME = "mixed-cc-licenses"
 
