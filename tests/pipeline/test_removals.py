@@ -66,9 +66,22 @@ def first(tmp_path_factory) -> Path:
     return out
 
 
-def test_remove_one_identity_end_to_end(first: Path, tmp_path: Path, capsys) -> None:
+def test_remove_one_identity_end_to_end(first: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    from hub_server import LoopbackHub
+
     out = tmp_path / "a"
     shutil.copytree(first, out)
+    # revision 1 goes to the (loopback) Hub as release v1 before anything is removed
+    home = tmp_path / "hf_home"
+    home.mkdir()
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_TOKEN", "hf_removals_test_token_0000000000")
+    hub = LoopbackHub("hf_removals_test_token_0000000000")
+    hub.__enter__()
+    hub.use(monkeypatch)
+    repo = "org/example-audit"
+    code, stdout, err = run_cli(["publish", out, "--repo-id", repo, "--tag", "v1"], capsys)
+    assert code == 0, err + stdout
     before = _rows(out, "balanced")
     kerala = sorted({r["identity"] for r in before if r["state"] == "Kerala"})
     assert len(kerala) == 2
@@ -126,9 +139,20 @@ def test_remove_one_identity_end_to_end(first: Path, tmp_path: Path, capsys) -> 
     _build(out)  # and again in place
     assert _published(twin) == _published(out)
 
-    # a published folder: the dry run of publish takes the changelog along
-    code, stdout, err = run_cli(["publish", out, "--repo-id", "org/example-audit", "--dry-run"], capsys)
-    assert code == 0, err + stdout
+    # the new revision lands on the Hub as release v2, with its changelog; v1 is left as it was
+    try:
+        code, stdout, err = run_cli(["publish", out, "--repo-id", repo, "--tag", "v2"], capsys)
+        assert code == 0, err + stdout
+        v1, v2 = hub.files(repo, "v1"), hub.files(repo, "v2")
+        assert hub.resolve(repo, "v2").parent == hub.resolve(repo, "v1").oid  # a new commit on top
+    finally:
+        hub.__exit__(None, None, None)
+    assert "CHANGELOG.md" in v2 and "CHANGELOG.md" not in v1
+    assert v2["CHANGELOG.md"] == (out / "CHANGELOG.md").read_bytes()
+    assert v2["manifest.json"] == (out / "manifest.json").read_bytes()
+    assert all(v2[p] == (out / p).read_bytes() for p in v2 if p.endswith(".tar"))  # the tars read above
+    assert not any(gone.encode() in b for p, b in v2.items() if not p.endswith(".tar"))
+    assert any(gone.encode() in b for b in v1.values())  # the old release still holds the person
 
 
 def test_a_cell_with_a_spare_image_is_refilled(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from annotate.publish_ann import make_ann
 from cli_helpers import assert_one_line_error, run_cli
+from fairsets.annotate.layout import KIND
 from fairsets.annotate.publish.dataset import prepared_dir
 from fairsets.publish.manifest import MANIFEST, file_entries, write_manifest
 from hub_server import LoopbackHub
@@ -86,9 +87,29 @@ def _error_line(code: int, err: str, *needles: str) -> str:
     return errors[0]
 
 
+#: The person-written facts an annotation folder's card and croissant.json need (``--rai``), so the
+#: publish gate (``fairsets card lint``) lets the upload through as a curator's would be.
+RAI_TOML = """\
+data_use_cases = "Tests of the publish path."
+out_of_scope_uses = "Anything else."
+data_social_impact = "None: made-up images."
+data_release_maintenance_plan = "Rebuilt by each test run."
+annotator_demographics = "No human annotators."
+contact = "The fairsets maintainers."
+recommendations = "Do not use."
+source_data_producers = "The test suite."
+data_collection_timeframe = "2026-01-01"
+"""
+
+
 def _publish(
     target: Path, repo: str, capsys: pytest.CaptureFixture[str], *extra: str
 ) -> tuple[int, str, str]:
+    manifest = target / "manifest.json"
+    if manifest.is_file() and json.loads(manifest.read_text()).get("kind") == KIND:  # an annotation folder
+        rai = target.parent / f"{target.name}.rai.toml"
+        rai.write_text(RAI_TOML)
+        extra = ("--rai", str(rai), *extra)
     return run_cli(["publish", target, "--repo-id", repo, *extra], capsys)
 
 
