@@ -76,6 +76,20 @@ def _source_state(path: str) -> dict[str, int] | None:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
+def _deny_spec(deny: str | Path | None) -> dict[str, Any] | None:
+    """``{"hashes": [...], "sha256": digest of the sorted list}`` of a deny list, or None."""
+    if deny is None:
+        return None
+    from fairsets.fetch.shards.listing import ListingError
+    from fairsets.fetch.shards.policy import read_deny_file
+
+    try:
+        hashes = sorted(read_deny_file(deny))
+    except ListingError as exc:
+        raise layout.AnnotationError(str(exc)) from None
+    return {"hashes": hashes, "sha256": hashlib.sha256("\n".join(hashes).encode()).hexdigest()}
+
+
 def _fingerprint(detection: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(detection, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -127,6 +141,7 @@ def annotate_persons(
     executor: str = "local",
     ray_address: str | None = None,
     retry_failed: bool = False,
+    deny: str | Path | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Detect the persons of every image of ``inputs`` into the annotation folder ``out``.
@@ -143,6 +158,10 @@ def annotate_persons(
         batch: Decoded images per detector call.
         device: ``cpu``, ``cuda``, ``cuda:N``.
         person_classes: The model's class names that are persons (default: the class ``person``).
+        deny: A deny list (one URL or URL sha256 a line, as ``fairsets download --deny``): an
+            image whose URL is on it is recorded ``rejected`` with only its key and the reason,
+            never detected; its URL, caption and digest are not kept. A shard annotated under
+            another list (or none) is detected again.
         workers: Worker processes (``0``: tasks run in this process).
         executor: ``local`` or ``ray``.
         ray_address: An existing Ray cluster (``ray`` only).
@@ -168,6 +187,7 @@ def annotate_persons(
     refs = resolve_shards(inputs)
     ann = Path(out).expanduser().resolve()
     _existing_manifest(ann)  # a folder of another kind is refused before the model loads
+    deny_spec = _deny_spec(deny)
     classes = [c.strip() for c in person_classes] if person_classes is not None else None
     detector = load_detector(model, device, classes)
     names = list(detector.person_classes.values())
@@ -195,6 +215,7 @@ def annotate_persons(
             "min_side": min_side,
             "batch": batch,
             "retry_failed": retry_failed,
+            "deny": deny_spec,
         }
         origins = {r.name: shard_origin(r) for r in refs}
         specs = [
@@ -219,6 +240,13 @@ def annotate_persons(
             "counts": run.pop("counts"),
             "versions": package_versions(_VERSIONED),
         }
+        manifest.pop("deny", None)
+        if deny_spec is not None:  # the list's digest and size, and how many images it left out
+            manifest["deny"] = {
+                "sha256": deny_spec["sha256"],
+                "entries": len(deny_spec["hashes"]),
+                "images_denied": sum(s.get("denied", 0) for s in manifest["shards"].values()),
+            }
         layout.write_manifest(ann, manifest)
         return {**layout.read_manifest(ann), "run": run}
 
@@ -288,6 +316,8 @@ def summary_line(manifest: dict[str, Any], ann: str | Path) -> str:
     problems = [f"{name}: {p}" for name, s in manifest["shards"].items() for p in s.get("problems", [])]
     if problems:
         rate += f"; {len(problems)} shard problem(s), e.g. {problems[0]}"
+    if manifest.get("deny"):
+        rate += f"; {manifest['deny']['images_denied']} image(s) on the deny list left out"
     return (
         f"{len(manifest['shards'])} shard(s) ({how}): {c['images']} images ({c['ok']} ok, "
         f"{c['rejected']} rejected, {c['failed']} failed), {c['boxes']} person boxes, {c['kept']} kept "

@@ -188,6 +188,7 @@ def _write(spec: dict[str, Any], boxes: list[dict], images: list[dict], stats: d
         "origin": spec["origin"],
         "fingerprint": spec["fingerprint"],
         "detection": spec["detection"],
+        "deny": (spec.get("deny") or {}).get("sha256"),
         "min_side": spec["min_side"],
         "files": files,
         "stats": stats,
@@ -205,11 +206,18 @@ def _stats(images: list[dict], boxes: list[dict], problems: list[str]) -> dict[s
         **{s: status.get(s, 0) for s in layout.IMAGE_STATUSES},
         "boxes": len(boxes),
         "kept": sum(1 for b in boxes if b["kept"]),
+        "denied": sum(1 for r in images if r.get("reason") == DENIED_REASON),
         "problems": list(problems),
     }
 
 
+#: The reason of an image left out because its URL is on ``--deny``'s list.
+DENIED_REASON = "denied: its URL is on the deny list"
+
+
 def _detect_shard(spec: dict[str, Any]) -> dict[str, Any]:
+    from fairsets.fetch.shards.policy import url_hash
+
     from ..shards import ShardRef, iter_records
     from ..shards.origin import original_facts
 
@@ -251,8 +259,16 @@ def _detect_shard(spec: dict[str, Any]) -> dict[str, Any]:
 
     origin = spec["origin"]
     resize = {"resize_mode": origin["resize_mode"], "resize_size": origin["image_size"]}
+    denied = frozenset((spec.get("deny") or {}).get("hashes") or ())
     stream = iter_records(ShardRef.from_json(spec["ref"]), max_bytes=max_bytes)
     for rec in stream:
+        if denied and rec.url and url_hash(rec.url) in denied:
+            # on the deny list: nothing of the sample is kept (no URL, caption, digest nor size)
+            image_rows.append(
+                {"shard": shard, "key": rec.key, "status": "rejected", "reason": DENIED_REASON, **resize}
+            )
+            live.add(images=1)
+            continue
         row: dict[str, Any] = {
             "shard": shard,
             "key": rec.key,
@@ -305,6 +321,11 @@ def _rederive(spec: dict[str, Any], marker: dict[str, Any]) -> dict[str, Any]:
 #: What a marker must share with the spec to stand for this shard: marker key, spec key (a marker
 #: without ``origin``, from before the images table had the originals' columns, is detected again).
 _SAME = (("fingerprint", "fingerprint"), ("input", "ref"), ("source", "source"), ("origin", "origin"))
+#: A marker stands for this shard only under the same deny list (none: ``None`` on both sides).
+
+
+def _same_deny(marker: dict[str, Any], spec: dict[str, Any]) -> bool:
+    return marker.get("deny") == (spec.get("deny") or {}).get("sha256")
 
 
 def _finished(spec: dict[str, Any]) -> dict[str, Any] | None:
@@ -313,7 +334,7 @@ def _finished(spec: dict[str, Any]) -> dict[str, Any] | None:
     shard is detected again)."""
     ann = Path(spec["ann"])
     marker = read_marker(layout.marker_path(ann, STAGE, spec["task_id"]))
-    if marker is None or any(marker.get(k) != spec.get(v) for k, v in _SAME):
+    if marker is None or any(marker.get(k) != spec.get(v) for k, v in _SAME) or not _same_deny(marker, spec):
         return None
     try:
         for f in marker["files"].values():

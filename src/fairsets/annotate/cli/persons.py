@@ -43,6 +43,15 @@ def persons_cmd(
     retry_failed: Annotated[
         bool, typer.Option("--retry-failed", help="Detect again the shards that have failed images.")
     ] = False,
+    deny: Annotated[
+        Path | None,
+        typer.Option(
+            "--deny",
+            metavar="FILE",
+            help="A deny list (one URL or URL sha256 a line): those images are rejected, never detected, "
+            "and none of their data is kept.",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
     """Detect every person in every image of SHARDS into OUT: boxes, image rows, manifest.
@@ -74,6 +83,7 @@ def persons_cmd(
             executor=executor,
             ray_address=ray_address,
             retry_failed=retry_failed,
+            deny=deny,
             progress=Progress(False if quiet else None),
         )
     except library_errors() as exc:
