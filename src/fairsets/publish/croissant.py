@@ -136,10 +136,9 @@ def _file_object(root: Path, rel: str, fmt: str, repo_id: str | None) -> dict[st
     }
 
 
-def _record_set(root: Path, rs_id: str, table_rel: str, description: str) -> dict[str, Any]:
-    import pyarrow.parquet as pq
-
-    schema = pq.read_schema(root / table_rel)
+def table_fields(schema: Any, rs_id: str, source: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``cr:Field`` of every column of a Parquet ``schema`` that has a Croissant data type, each
+    extracted by name from ``source`` (``{"fileObject": {"@id": …}}`` or ``{"fileSet": …}``)."""
     fields = []
     for f in schema:
         dtype = _data_type(f.type)
@@ -151,9 +150,17 @@ def _record_set(root: Path, rs_id: str, table_rel: str, description: str) -> dic
                 "@id": f"{rs_id}/{f.name}",
                 "name": f.name,
                 "dataType": dtype,
-                "source": {"fileObject": {"@id": table_rel}, "extract": {"column": f.name}},
+                "source": {**source, "extract": {"column": f.name}},
             }
         )
+    return fields
+
+
+def _record_set(root: Path, rs_id: str, table_rel: str, description: str) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(root / table_rel)
+    fields = table_fields(schema, rs_id, {"fileObject": {"@id": table_rel}})
     rs: dict[str, Any] = {
         "@type": "cr:RecordSet",
         "@id": rs_id,

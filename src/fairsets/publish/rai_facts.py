@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .rai_text import as_text
+from .rai_text import person_text_properties
 
 __all__ = ["COLLECTION_TYPES", "face_biases", "face_limitations", "face_rai"]
 
@@ -159,13 +159,5 @@ def face_rai(summary: Mapping[str, Any]) -> dict[str, Any]:
     )
     out["dataBiases"] = face_biases(summary)
     out["dataLimitations"] = face_limitations(summary)
-    for field, prop in (
-        ("data_use_cases", "dataUseCases"),
-        ("data_social_impact", "dataSocialImpact"),
-        ("data_release_maintenance_plan", "dataReleaseMaintenancePlan"),
-        ("annotator_demographics", "annotatorDemographics"),
-    ):
-        text = as_text(person.get(field))
-        if text:
-            out[prop] = text
+    out.update(person_text_properties(person))
     return out

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-__all__ = ["PERSON_WRITTEN", "RaiText", "as_lines", "as_text", "load_rai_text"]
+__all__ = ["PERSON_WRITTEN", "RaiText", "as_lines", "as_text", "load_rai_text", "person_text_properties"]
 
 Text = str | list[str] | None
 
@@ -95,6 +97,19 @@ PERSON_WRITTEN = {
     "annotator_demographics": "annotatorDemographics",
     "data_collection_timeframe": "dataCollectionTimeframe",
 }
+
+
+def person_text_properties(person: Mapping[str, Any]) -> dict[str, str]:
+    """``{rai property: text}`` of the person-written text fields that are filled (the timeframe,
+    a DateTime, is left to the caller)."""
+    out = {}
+    for field, prop in PERSON_WRITTEN.items():
+        if field == "data_collection_timeframe":
+            continue
+        text = as_text(person.get(field))
+        if text:
+            out[prop] = text
+    return out
 
 
 def as_lines(value: Text) -> list[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fairsets.core.atomic import atomic_write_text
-from fairsets.publish.croissant import CONFORMS_TO, CONTEXT, _data_type, add_rai
+from fairsets.publish.croissant import CONFORMS_TO, CONTEXT, add_rai, table_fields
 
 from .rai import annotation_rai
 
@@ -34,22 +34,8 @@ _TABLES = {
 def _record_set(root: Path, name: str, files: list[str], description: str) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
-    fileset = f"{name}-files"
     schema = pq.read_schema(root / files[0])
-    fields = []
-    for f in schema:
-        dtype = _data_type(f.type)
-        if dtype is None:
-            continue
-        fields.append(
-            {
-                "@type": "cr:Field",
-                "@id": f"{name}/{f.name}",
-                "name": f.name,
-                "dataType": dtype,
-                "source": {"fileSet": {"@id": fileset}, "extract": {"column": f.name}},
-            }
-        )
+    fields = table_fields(schema, name, {"fileSet": {"@id": f"{name}-files"}})
     return {"@type": "cr:RecordSet", "@id": name, "name": name, "description": description, "field": fields}
 
 

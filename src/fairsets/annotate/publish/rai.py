@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fairsets.publish.rai_text import as_text
+from fairsets.publish.rai_text import person_text_properties
 
 __all__ = ["BIASES", "LIMITATIONS", "annotation_rai", "human_coders"]
 
@@ -186,15 +186,7 @@ def annotation_rai(m: Mapping[str, Any]) -> dict[str, Any]:
     )
     out["dataBiases"] = list(BIASES)
     out["dataLimitations"] = list(LIMITATIONS)
-    for field, prop in (
-        ("data_use_cases", "dataUseCases"),
-        ("data_social_impact", "dataSocialImpact"),
-        ("data_release_maintenance_plan", "dataReleaseMaintenancePlan"),
-        ("annotator_demographics", "annotatorDemographics"),
-    ):
-        text = as_text(person.get(field))
-        if text:
-            out[prop] = text
+    out.update(person_text_properties(person))
     return out
 
 
