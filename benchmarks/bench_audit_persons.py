@@ -287,17 +287,17 @@ def _shard_tables(s: int, rows: int, seed: int, alts: Any) -> dict[str, Any]:
 
     pick = rng.integers(0, POOL, n_img) + np.where(dom_g == 0, 0, POOL)
     ok = ~failed
-    images = pa.table(
-        {
-            "shard": pa.repeat(pa.scalar(shard), n_img), "key": keys, "caption": alts.take(pa.array(pick)),
-            "url": pc.binary_join_element_wise("http://img.invalid/", keys, ""),
-            "sha256": pc.binary_join_element_wise(keys, pa.repeat(pa.scalar("0" * 52), n_img), ""),
-            "image_w": w, "image_h": h, "n_boxes": k.astype(np.int32), "n_kept": n_kept,
-            "status": pc.if_else(pa.array(ok), "ok", "failed"),
-            "reason": pc.if_else(pa.array(ok), pa.scalar(None, pa.string()), "could not decode"),
-        },
-        schema=layout.IMAGE_SCHEMA,
-    )  # fmt: skip
+    columns = {
+        "shard": pa.repeat(pa.scalar(shard), n_img), "key": keys, "caption": alts.take(pa.array(pick)),
+        "url": pc.binary_join_element_wise("http://img.invalid/", keys, ""),
+        "sha256": pc.binary_join_element_wise(keys, pa.repeat(pa.scalar("0" * 52), n_img), ""),
+        "image_w": w, "image_h": h, "n_boxes": k.astype(np.int32), "n_kept": n_kept,
+        "status": pc.if_else(pa.array(ok), "ok", "failed"),
+        "reason": pc.if_else(pa.array(ok), pa.scalar(None, pa.string()), "could not decode"),
+    }  # fmt: skip
+    # the originals' columns (sizes, digest, resize) are unknown for made-up images: null
+    columns |= {f.name: pa.nulls(n_img, f.type) for f in layout.IMAGE_SCHEMA if f.name not in columns}
+    images = pa.table(columns, schema=layout.IMAGE_SCHEMA)
     return {"boxes": boxes, "images": images, **labels}
 
 

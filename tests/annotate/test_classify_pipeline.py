@@ -86,7 +86,9 @@ def test_persons_then_classify_then_verify(
     assert got == {(b["key"], b["box_id"]): None for b in boxes if not b["kept"]} | {
         (r["key"], r["box_id"]): r["perceived_gender"] for r in labels
     }
-    assert [(r[0], r[1], r[-2]) for r in read.images(ann).fetchall()] == [
+    images = read.images(ann)
+    status = images.columns.index("status")
+    assert [(r[0], r[1], r[status]) for r in images.fetchall()] == [
         ("00000", "bus", "ok"),
         ("00000", "zidane", "ok"),
     ]

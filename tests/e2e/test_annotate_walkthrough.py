@@ -231,7 +231,8 @@ def test_the_annotate_walkthrough(
     said = _ok(*run_cli(["publish", ann, "--repo-id", "org/x", "--dry-run"], capsys))
     planned = set(re.findall(r"^\s+(\S+\.(?:parquet|md|json|jpg|png|tar))\s", said, re.MULTILINE))
     tables = {f"data/{t}/{s.stem}.parquet" for t in ("boxes", "images") for s in tars}
-    assert planned == {"README.md", "manifest.json", *tables}, said  # the tables and card, no images
+    # the tables, card and Croissant metadata, no images
+    assert planned == {"README.md", "manifest.json", "croissant.json", *tables}, said
     prepared = ann / ".fairsets" / "publish"
     published = [r for t in tars for r in _rows(prepared / "data" / "boxes" / f"{t.stem}.parquet")]
     assert len(published) == len(boxes)
