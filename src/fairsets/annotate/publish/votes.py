@@ -102,16 +102,21 @@ def vote_protocol(m: Mapping[str, Any]) -> str:
     for name, v in _votes(m):
         q = v.get("question") or {}
         counts = v.get("counts") or {}
-        options = "; ".join(f"{lab} = {text!r}" for lab, text in (q.get("options") or {}).items())
+        options = "; ".join(
+            f"{o.get('label')} = {o.get('text')!r}" for o in q.get("options") or [] if isinstance(o, Mapping)
+        )
         kept = ", ".join(f"{lab} {k}" for lab, k in (counts.get("kept") or {}).items())
+        view = _VIEWS.get(str(v.get("view")), v.get("view"))
+        asked = f"{q.get('text', 'n/a')!r} with the options {options or 'n/a'}"
+        models = _models(v)
         parts.append(
             f"Training labels for perceived {v.get('attribute', 'n/a')} were bootstrapped by a vote of "
-            f"{len(_models(v))} chat models ({', '.join(_models(v))}; file {name}): each was shown the "
-            f"{_VIEWS.get(str(v.get('view')), v.get('view'))} of {counts.get('asked', 'n/a')} sampled kept "
-            f"boxes (seed {v.get('seed', 'n/a')}) and asked {q.get('text', 'n/a')!r} with the options "
-            f"{options or 'n/a'}, shuffled per model and box, and {q.get('instruction', '')!r} (prompt "
-            f"template sha256 {q.get('prompt_sha256', 'n/a')}, temperature 0). Consensus: {_rule(v)}. "
-            f"Boxes answered by every model: {counts.get('answered', 'n/a')}; labels kept: {kept or 'none'}."
+            f"{len(models)} chat models ({', '.join(models)}; file {name}): each was shown "
+            f"{counts.get('asked', 'n/a')} sampled kept boxes (seed {v.get('seed', 'n/a')}), each as the "
+            f"{view}, and asked {asked}, shuffled per model and box, and {q.get('instruction', '')!r} "
+            f"(prompt template sha256 {q.get('prompt_sha256', 'n/a')}, temperature 0). Consensus: "
+            f"{_rule(v)}. Boxes answered by every model: {counts.get('answered', 'n/a')}; labels kept: "
+            f"{kept or 'none'}."
         )
     return " ".join(parts)
 

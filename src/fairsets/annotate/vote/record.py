@@ -11,7 +11,8 @@ VOTES name adds one. The summary (:func:`vote_summary`) holds:
 * ``annotators``: each voter's ``name`` and ``model`` only (no host, no key), and per annotator the
   answers by status (ok, invalid, refused, failed);
 * ``answers_per_item``: the number of voters (each voted box is asked once of each);
-* ``question``: the question's text, its options as ``label: text shown``, the instruction, and
+* ``question``: the question's text, its options (``label`` and the ``text`` shown, in the
+  question's order), the instruction, and
   ``prompt_sha256``, the SHA-256 of that template (the options are shuffled per annotator and box,
   by the seed);
 * ``consensus``: the rule (every annotator gives the label, or a relaxed ``{label: k}``) and the
@@ -50,7 +51,7 @@ def prompt_template(attribute: str) -> dict[str, Any]:
     question, options = OPTIONS[attribute]
     template = {
         "text": question,
-        "options": {label: text for label, text in options},
+        "options": [{"label": label, "text": text} for label, text in options],
         "instruction": _INSTRUCTION,
     }
     digest = hashlib.sha256(json.dumps(template, sort_keys=True, ensure_ascii=False).encode("utf-8"))
