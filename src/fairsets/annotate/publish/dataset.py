@@ -51,6 +51,7 @@ from typing import Any
 from fairsets.annotate import layout
 from fairsets.annotate.layout import AnnotationError
 from fairsets.annotate.publish.tables import FORMAT_VERSION, prepare_shard, scrub_paths, table_counts
+from fairsets.annotate.publish.votes import release_votes
 from fairsets.core.atomic import LayoutBusy, atomic_write_text, layout_lock, remove_temps
 from fairsets.core.progress import Progress
 from fairsets.core.version import __version__, package_versions
@@ -327,6 +328,7 @@ def _release_manifest(
         "attributes": heads,
         "shards": scrub_paths(source.get("shards") or {}),
         "annotation_versions": scrub_paths(source.get("versions") or {}),
+        "votes": release_votes(source),  # the chat-model votes: models, question, rule, agreement
         "versions": package_versions(["fairsets", "duckdb", "pyarrow"]),
     }
 

@@ -2,11 +2,12 @@
 
 :func:`annotation_rai` reads what the annotate stages recorded (the inputs, the detector and its
 thresholds, each head with its classes and test metrics, the human verification with κ and its
-intervals, the counts) and returns ``{RAI property: value}``; the person-written facts
-(:class:`fairsets.publish.rai_text.RaiText` from ``fairsets publish ANN --rai FILE.toml``, stored in
-the manifest as ``rai_text``) add the use cases, social impact, maintenance plan and the human
-annotators' demographics. Every number comes with its rule. :data:`LIMITATIONS` are the card's
-limitation bullets, so the card and ``croissant.json`` say the same.
+intervals, the chat-model votes that made training labels with their models, question, consensus
+rule and agreement (:mod:`.votes`), the counts) and returns ``{RAI property: value}``; the
+person-written facts (:class:`fairsets.publish.rai_text.RaiText` from ``fairsets publish ANN --rai
+FILE.toml``, stored in the manifest as ``rai_text``) add the use cases, social impact, maintenance
+plan and the human annotators' demographics. Every number comes with its rule. :data:`LIMITATIONS`
+are the card's limitation bullets, so the card and ``croissant.json`` say the same.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from fairsets.annotate.publish.votes import (
+    vote_analysis,
+    vote_models,
+    vote_per_item,
+    vote_protocol,
+    vote_tools,
+)
 from fairsets.publish.rai_text import person_text_properties
 
 __all__ = ["BIASES", "LIMITATIONS", "annotation_rai", "human_coders"]
@@ -132,6 +140,9 @@ def annotation_rai(m: Mapping[str, Any]) -> dict[str, Any]:
         + ". Heads were trained on labelled boxes (fairsets annotate train) and checked on held-out "
         "boxes."
     )
+    votes = vote_protocol(m)
+    if votes:
+        out["dataAnnotationProtocol"] += " " + votes
     tools = [
         f"fairsets {m.get('fairsets_version', 'n/a')}",
         f"person detector {det.get('model_id', 'n/a')} (weights sha256 {det.get('weights_sha256', 'n/a')})",
@@ -142,16 +153,19 @@ def annotation_rai(m: Mapping[str, Any]) -> dict[str, Any]:
             f"{a} head on encoder {head.get('encoder', 'n/a')}, pretrained weights "
             f"{head.get('pretrained') or 'none'} (head sha256 {(e or {}).get('head_sha256', 'n/a')})"
         )
-    out["machineAnnotationTools"] = tools
+    out["machineAnnotationTools"] = tools + vote_tools(m)
     coders = human_coders(m)
     per_item = f"one machine label per attribute per kept box ({len(attrs)} attribute(s))"
+    voted = vote_per_item(m)
+    if voted:
+        out["annotationsPerItem"] = f"{per_item}; {voted}"
     if coders:
         n = {a: ((attrs[a].get("verification") or {}).get("rows")) for a in coders}
         per_item += "; human labels for verification only: " + "; ".join(
             f"{a}: {len(c)} coder(s) ({', '.join(c)}), label rows {n[a] if n[a] is not None else 'n/a'}"
             for a, c in coders.items()
         )
-        out["annotationsPerItem"] = per_item
+        out["annotationsPerItem"] = per_item + (f"; {voted}" if voted else "")
         out["dataAnnotationPlatform"] = (
             "The human labels were read from a CSV file by fairsets annotate verify; the tool the "
             "coders labelled with is not recorded."
@@ -184,6 +198,9 @@ def annotation_rai(m: Mapping[str, Any]) -> dict[str, Any]:
         if analysis
         else "No comparison with human labels was recorded: the labels are unverified model outputs."
     )
+    among = vote_analysis(m)
+    if among:
+        out["dataAnnotationAnalysis"] += " Training labels from chat-model votes: " + "; ".join(among) + "."
     out["dataBiases"] = list(BIASES)
     out["dataLimitations"] = list(LIMITATIONS)
     out.update(person_text_properties(person))
@@ -204,6 +221,13 @@ def card_context(m: Mapping[str, Any]) -> dict[str, Any]:
         if coders
         else " No person labelled the published boxes."
     )
+    voters = vote_models(m)
+    if voters:
+        machine += (
+            " Chat models voted on a sample of boxes to make the labels heads are trained on ("
+            + "; ".join(voters)
+            + "; see Annotation process); their answers are not published."
+        )
     return {
         "collection": rai["dataCollection"],
         "preprocessing": rai["dataPreprocessingProtocol"],
@@ -211,6 +235,7 @@ def card_context(m: Mapping[str, Any]) -> dict[str, Any]:
         "annotation_analysis": rai["dataAnnotationAnalysis"],
         "personal": rai["personalSensitiveInformation"],
         "limitations": [*LIMITATIONS, *BIASES],
+        "vote_models": voters,
         "sections": person_sections(
             m.get("rai_text") or {},
             "the --rai file's",

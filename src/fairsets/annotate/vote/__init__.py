@@ -3,7 +3,8 @@
 Reads the kept boxes (through :mod:`fairsets.annotate.chat`) and an annotators file; writes the
 answers (``<stem>.answers.parquet``), the consensus LABELS file (:mod:`fairsets.annotate.heads.labels`
 format, which ``annotate train`` reads), its statistics and the report page next to the output
-(:func:`~.run.output_paths`), and caches every answer in ``ANN/.fairsets/chat-cache``. The
+(:func:`~.run.output_paths`), caches every answer in ``ANN/.fairsets/chat-cache``, and writes a
+summary of the vote in ``ANN/manifest.json``'s ``votes`` (:mod:`.record`, read when publishing). The
 questions and their parsed answers are :mod:`.prompts`, the consensus with its agreement
 statistics :mod:`.consensus`, the asking of every annotator :mod:`.ask`, the report page
 :mod:`.report` with its examples :mod:`.examples`, and the run that ties them :mod:`.run`.
@@ -44,12 +45,15 @@ __all__ = [
     "output_paths",
     "parse_answer",
     "parse_relax",
+    "prompt_template",
     "race_sample",
     "recall_candidates",
+    "record_vote",
     "render_vote_report",
     "sheet_copy",
     "vote_boxes",
     "vote_request",
+    "vote_summary",
     "write_labels",
     "write_vote_report",
 ]
@@ -86,12 +90,15 @@ __getattr__, __dir__ = lazy_exports(
         "output_paths": "fairsets.annotate.vote.run",
         "parse_answer": "fairsets.annotate.vote.prompts",
         "parse_relax": "fairsets.annotate.vote.run",
+        "prompt_template": "fairsets.annotate.vote.record",
         "race_sample": "fairsets.annotate.vote.run",
         "recall_candidates": "fairsets.annotate.vote.prompts",
+        "record_vote": "fairsets.annotate.vote.record",
         "render_vote_report": "fairsets.annotate.vote.report",
         "sheet_copy": "fairsets.annotate.vote.examples",
         "vote_boxes": "fairsets.annotate.vote.run",
         "vote_request": "fairsets.annotate.vote.ask",
+        "vote_summary": "fairsets.annotate.vote.record",
         "write_labels": "fairsets.annotate.vote.consensus",
         "write_vote_report": "fairsets.annotate.vote.report",
     },

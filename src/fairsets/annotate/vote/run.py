@@ -48,7 +48,10 @@ requests again, every other answer coming from the cache.
   model and host, never a key, requests sent, cache hits, retries, tokens, failed answers), then
   ``pending`` and ``rejected``;
 * ``<stem>.report.html``: :func:`fairsets.annotate.vote.report.write_vote_report` with up to 24
-  agreed and 24 disputed boxes, chosen by the seed (:mod:`.examples`).
+  agreed and 24 disputed boxes, chosen by the seed (:mod:`.examples`);
+* then, under the folder's lock, a summary in ``ANN/manifest.json``'s ``votes[VOTES name]``
+  (:mod:`.record`: voters' models, question, rule, counts, agreement; no host, no key, no path),
+  which ``fairsets publish ANN`` turns into the RAI annotation protocol and the card.
 
 **Re-runs.** A re-run is resumable: kill it and run it again, and every answered request comes
 from the cache. It renders only what it must: each rendered view's SHA-256 is recorded in the view
@@ -88,6 +91,7 @@ from .ask import ANSWER_SCHEMA, FAILED, ask_all
 from .consensus import DEFAULT_CAP, Ballot, consensus, write_labels
 from .examples import choose_examples, example_views
 from .prompts import ATTRIBUTES, INVALID, OK, OPTIONS, REFUSED
+from .record import record_vote, vote_summary
 
 if TYPE_CHECKING:
     from fairsets.fetch.chat import ChatEndpoint
@@ -443,6 +447,8 @@ def vote_boxes(
         paths["report"], result.stats, examples, title=f"{attribute} vote: {folder.name}", run=report_run
     )
     write_labels(paths["votes"], result.rows)
+    # then what ANN/manifest.json says of this vote, for publishing (the vote's own files unchanged)
+    record_vote(folder, vote_summary(run_info, result.stats, paths["votes"], run_info["files"]))
     return VoteResult(
         votes=paths["votes"],
         answers=paths["answers"],
