@@ -12,7 +12,6 @@ table intact) is skipped.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections import Counter
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from fairsets.core.atomic import atomic_write_text, sha256_file
 from fairsets.core.progress_live import TaskCounts
+from fairsets.models.threads import one_torch_thread
 
 from .. import layout
 from ..tasks import prefetched
@@ -152,23 +152,6 @@ def _label_rows(spec: dict[str, Any], head: Head, encoder: VLM) -> tuple[list[di
     return rows, reasons
 
 
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run PyTorch's CPU operators on one thread for the block.
-
-    Their results differ in the last bits with the thread count, so a fixed count makes the labels
-    the same whatever the executor and the number of workers (which give the parallelism).
-    """
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _finished(spec: dict[str, Any]) -> dict[str, Any] | None:
     """The shard's marker if it is for this head and this box table and its table is intact."""
     from fairsets.pipeline.tasks import read_marker
@@ -209,7 +192,7 @@ def run_classify_task(spec: dict[str, Any]) -> dict[str, Any]:
     if sha256_file(boxes_path) != spec["boxes_sha256"]:
         raise layout.AnnotationError(f"{boxes_path} changed during the run; run classify again")
     encoder = encoder_for(head.encoder, head.pretrained, spec["device"])
-    with _one_thread():
+    with one_torch_thread():
         rows, reasons = _label_rows(spec, head, encoder)
     attr = head.attribute
     path = layout.attribute_path(ann, attr, shard)

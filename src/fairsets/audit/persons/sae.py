@@ -36,15 +36,16 @@ Torch is imported only inside the functions that train; :meth:`SAEResult.encode`
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from fairsets.models.threads import one_torch_thread
 
 __all__ = ["CHECKPOINT_NAME", "SAEResult", "SparseActivations", "train_sae"]
 
@@ -151,18 +152,6 @@ def _fvu(x: np.ndarray, x_hat: np.ndarray) -> float | None:
     return float(((x - x_hat) ** 2).sum()) / total
 
 
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    import torch
-
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
-
-
 def _fingerprint(x: np.ndarray, settings: dict[str, Any]) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(settings, sort_keys=True).encode())
@@ -229,7 +218,7 @@ def train_sae(
     ckpt = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir is not None else None
     finger = _fingerprint(x, settings) if ckpt is not None else ""
 
-    with _one_thread():
+    with one_torch_thread():
         gen = torch.Generator().manual_seed(seed)
         w_dec = torch.randn(latents, d, generator=gen, dtype=torch.float32)
         w_dec /= w_dec.norm(dim=1, keepdim=True).clamp_min(1e-12)
