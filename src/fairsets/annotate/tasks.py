@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fairsets.core.progress import Progress
 
 from .layout import AnnotationError
 
-__all__ = ["check_run_options", "prefetched", "run_shard_tasks"]
+if TYPE_CHECKING:
+    from fairsets.pipeline.devices import Resources
+
+__all__ = ["check_run_options", "placement_options", "prefetched", "run_shard_tasks"]
 
 
 def check_run_options(batch: int, workers: int, executor: str, per_pass: str) -> None:
@@ -31,6 +34,30 @@ def check_run_options(batch: int, workers: int, executor: str, per_pass: str) ->
         raise AnnotationError(f"--executor {executor!r}: use 'local' or 'ray'")
 
 
+def placement_options(
+    device: str, devices: Sequence[str] | None, gpus_per_task: float | None, executor: str
+) -> tuple[list[str] | None, Resources | None]:
+    """The local pool's ``devices`` and the resources each task asks for, checked (one line each).
+
+    A task asks for ``gpus_per_task`` GPUs (default: 1 when ``device`` is CUDA, else none);
+    ``devices`` is for the local executor only (Ray gives each task its GPUs itself)."""
+    from fairsets.pipeline.devices import Resources
+
+    if devices and executor != "local":
+        raise AnnotationError(
+            f"--devices is for --executor local; {executor} gives each task its GPU itself: "
+            "use --device cuda (and --gpus-per-task) instead"
+        )
+    if devices and device.strip() != "cpu" and device.strip() not in devices:
+        raise AnnotationError(f"--device {device} and --devices both given: give one of them")
+    gpus = gpus_per_task if gpus_per_task is not None else (1.0 if device.startswith("cuda") else 0.0)
+    try:
+        resources = Resources(num_cpus=1, num_gpus=float(gpus))
+    except ValueError as exc:
+        raise AnnotationError(f"--gpus-per-task: {exc}") from None
+    return (list(devices) if devices else None), (resources if resources.num_gpus else None)
+
+
 def run_shard_tasks(
     fn: Callable[[dict[str, Any]], dict[str, Any]],
     specs: Sequence[dict[str, Any]],
@@ -42,10 +69,14 @@ def run_shard_tasks(
     description: str,
     rates: tuple[str, ...],
     counted: Callable[[dict[str, Any]], dict[str, int]],
+    devices: Sequence[str] | None = None,
+    resources: Resources | None = None,
 ) -> tuple[dict[str, dict[str, Any]], float]:
     """Run ``fn`` on every spec; return the results by ``task_id`` and the seconds it took.
 
     ``counted(result)`` gives the counters (named in ``rates``) a finished task adds to the bar.
+    ``devices`` (local executor) and ``resources`` (what each task asks Ray for):
+    :mod:`fairsets.pipeline.devices`.
     """
     from fairsets.pipeline.executors import get_executor
 
@@ -58,8 +89,8 @@ def run_shard_tasks(
             results[spec["task_id"]] = result
             advance(1, **counted(result))
 
-        with get_executor(executor, workers=workers, ray_address=ray_address) as ex:
-            ex.map(fn, specs, on_done=done)
+        with get_executor(executor, workers=workers, ray_address=ray_address, devices=devices) as ex:
+            ex.map(fn, specs, on_done=done, resources=resources)
     return results, time.monotonic() - start
 
 

@@ -13,6 +13,11 @@ exception (a signal the build turned into one included) terminates the workers a
 waiting for their tasks. Every task holds a shared lock on ``OUT/.fairsets/workers.lock`` while it
 runs (:func:`task_lock`), so a new build can tell that a worker of an old one still writes there
 (:func:`workers_busy`).
+
+Resources and devices (:mod:`fairsets.pipeline.devices`): ``map`` takes the task type's
+:class:`~fairsets.pipeline.devices.Resources`; Ray asks for them and pins each GPU task to the GPU it
+was given; the local pool pins its workers to ``devices`` round-robin. Without either, specs reach
+the tasks unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from typing import Any
 from fairsets.core.processes import die_with_parent, sigint_ignored_by_children
 from fairsets.core.registry import EXECUTORS
 from fairsets.core.step import MissingDependency
+
+from .devices import Resources, placed, ray_placement
 
 __all__ = [
     "WORKERS_LOCK",
@@ -97,11 +104,22 @@ def workers_busy(workdir: str | os.PathLike[str]) -> bool:
         return False
 
 
-def _worker_init(parent: int | None = None) -> None:
-    """Keep one thread per worker process so ``workers`` means cores; die with the driver."""
+#: The device this pool worker is pinned to (``LocalExecutor(devices=...)``), else None.
+_WORKER_DEVICE: str | None = None
+
+
+def _worker_init(parent: int | None = None, devices: Sequence[str] = (), started: Any = None) -> None:
+    """Keep one thread per worker process so ``workers`` means cores; die with the driver; pin
+    the ``k``-th worker started (``started``: a shared counter) to ``devices[k % len(devices)]``."""
+    global _WORKER_DEVICE
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if parent is not None:
         die_with_parent(parent)
+    if devices and started is not None:
+        with started.get_lock():
+            k = started.value
+            started.value += 1
+        _WORKER_DEVICE = devices[k % len(devices)]
     try:
         import cv2
 
@@ -111,12 +129,16 @@ def _worker_init(parent: int | None = None) -> None:
 
 
 def _locked(fn: TaskFn, spec: dict[str, Any]) -> dict[str, Any]:
+    if _WORKER_DEVICE is not None:
+        spec = placed(spec, {"device": _WORKER_DEVICE})
     with task_lock(spec["workdir"]):
         return fn(spec)
 
 
-def _call(fn: TaskFn, spec: dict[str, Any]) -> dict[str, Any]:
+def _call(fn: TaskFn, spec: dict[str, Any], on_gpu: bool = False) -> dict[str, Any]:
     _worker_init()
+    if on_gpu:  # Ray gave this task GPUs: compute on the first (CUDA specs) and record them
+        spec = placed(spec, ray_placement())
     return _locked(fn, spec)
 
 
@@ -126,8 +148,14 @@ class Executor:
     name = "executor"
 
     def map(
-        self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None
+        self,
+        fn: TaskFn,
+        specs: Sequence[dict[str, Any]],
+        on_done: OnDone | None = None,
+        resources: Resources | None = None,
     ) -> list[dict[str, Any]]:
+        """``resources``: what each task asks for (the Ray executor requests it; the local pool
+        runs one task per worker and pins workers to its ``devices`` instead)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -163,30 +191,43 @@ class Executor:
 
 @EXECUTORS.register("local")
 class LocalExecutor(Executor):
-    """A process pool (spawned workers). ``workers=0`` runs tasks inline in this process."""
+    """A process pool (spawned workers). ``workers=0`` runs tasks inline in this process.
+
+    ``devices`` (e.g. ``["cuda:0", "cuda:1"]``): worker ``k`` runs its tasks on
+    ``devices[k % len(devices)]`` (inline: the first), recorded in each spec's ``placement``."""
 
     name = "local"
 
-    def __init__(self, workers: int = 1, **_: Any) -> None:
+    def __init__(self, workers: int = 1, devices: Sequence[str] | None = None, **_: Any) -> None:
         self.workers = max(0, int(workers))
+        self.devices = list(devices or ())
         self._pool: ProcessPoolExecutor | None = None
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             ctx = multiprocessing.get_context("spawn")
+            initargs: tuple[Any, ...] = (os.getpid(),)
+            if self.devices:
+                initargs += (tuple(self.devices), ctx.Value("i", 0))
             self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),)
+                max_workers=self.workers, mp_context=ctx, initializer=_worker_init, initargs=initargs
             )
         return self._pool
 
     def map(
-        self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None
+        self,
+        fn: TaskFn,
+        specs: Sequence[dict[str, Any]],
+        on_done: OnDone | None = None,
+        resources: Resources | None = None,
     ) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(specs)
         failures: list[tuple[str, str]] = []
         if not specs:
             return []
         if self.workers == 0:
+            if self.devices:
+                specs = [placed(spec, {"device": self.devices[0]}) for spec in specs]
             for i, spec in enumerate(specs):
                 try:
                     results[i] = _locked(fn, spec)
@@ -273,12 +314,19 @@ class RayExecutor(Executor):
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_call)
 
     def map(
-        self, fn: TaskFn, specs: Sequence[dict[str, Any]], on_done: OnDone | None = None
+        self,
+        fn: TaskFn,
+        specs: Sequence[dict[str, Any]],
+        on_done: OnDone | None = None,
+        resources: Resources | None = None,
     ) -> list[dict[str, Any]]:
         ray = self._ray
         results: list[dict[str, Any] | None] = [None] * len(specs)
         failures: list[tuple[str, str]] = []
-        refs = {self._remote.remote(fn, spec): i for i, spec in enumerate(specs)}
+        remote, on_gpu = self._remote, False
+        if resources is not None and resources != Resources():
+            remote, on_gpu = remote.options(**resources.ray_options()), resources.num_gpus > 0
+        refs = {remote.remote(fn, spec, on_gpu): i for i, spec in enumerate(specs)}
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1)
             for ref in done:
@@ -316,9 +364,16 @@ def _handlers() -> dict[int, Any]:
     return {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
 
 
-def get_executor(kind: str, workers: int = 1, ray_address: str | None = None) -> Executor:
+def get_executor(
+    kind: str, workers: int = 1, ray_address: str | None = None, devices: Sequence[str] | None = None
+) -> Executor:
+    """The executor ``kind`` (``devices``: the local pool's round-robin; Ray assigns GPUs itself)."""
     try:
         cls = EXECUTORS.get(kind)
     except KeyError as exc:
         raise ValueError(str(exc.args[0])) from None
+    if devices and kind != "local":
+        raise ValueError(f"devices are assigned by the local executor only; {kind} assigns GPUs itself")
+    if devices:
+        return cls(workers=workers, ray_address=ray_address, devices=devices)
     return cls(workers=workers, ray_address=ray_address)

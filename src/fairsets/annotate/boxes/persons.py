@@ -45,7 +45,7 @@ from fairsets.core.version import __version__, package_versions
 
 from .. import layout
 from ..images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
-from ..tasks import check_run_options, run_shard_tasks
+from ..tasks import check_run_options, placement_options, run_shard_tasks
 from .task import STAGE, load_detector, run_persons_task
 
 __all__ = ["DEFAULT_MODEL", "annotate_persons", "summary_line"]
@@ -143,6 +143,8 @@ def annotate_persons(
     retry_failed: bool = False,
     deny: str | Path | None = None,
     progress: Progress | None = None,
+    devices: Sequence[str] | None = None,
+    gpus_per_task: float | None = None,
 ) -> dict[str, Any]:
     """Detect the persons of every image of ``inputs`` into the annotation folder ``out``.
 
@@ -168,6 +170,11 @@ def annotate_persons(
         retry_failed: Detect again the finished shards that have ``failed`` images (an I/O error
             while reading, a detector error); other finished shards are skipped as usual.
         progress: Progress display (default: off).
+        devices: GPUs for the local executor's workers, round-robin (``["cuda:0", "cuda:1"]``);
+            the model is checked on the first. Each shard's marker records its ``placement``.
+        gpus_per_task: GPUs each task asks the executor for (fractions allowed; default 1 on
+            CUDA, none on the CPU). Ray pins each task to the GPU it gave it and the marker records
+            it (on a CPU ``device`` the assignment is only recorded: compute stays on the CPU).
 
     Returns:
         The manifest written to ``out/manifest.json`` (with ``run``: what this call did, not written).
@@ -183,6 +190,9 @@ def annotate_persons(
     from ..shards.origin import shard_origin
 
     _check_params(conf, min_side, imgsz, batch, workers, executor)
+    devices, resources = placement_options(device, devices, gpus_per_task, executor)
+    if devices:
+        device = devices[0]
     min_side = float(min_side)
     refs = resolve_shards(inputs)
     ann = Path(out).expanduser().resolve()
@@ -228,7 +238,7 @@ def annotate_persons(
             }
             for r in refs
         ]
-        run = _run_tasks(specs, executor, workers, ray_address, progress)
+        run = _run_tasks(specs, executor, workers, ray_address, progress, (devices, resources))
         manifest = {
             **(existing or {}),
             "fairsets_version": __version__,
@@ -257,8 +267,10 @@ def _run_tasks(
     workers: int,
     ray_address: str | None,
     progress: Progress | None,
+    placing: tuple[Any, Any] = (None, None),
 ) -> dict[str, Any]:
-    """Run the shards' tasks; per-shard stats, total counts and what this run did (``ran``, rates).
+    """Run the shards' tasks (``placing``: the local pool's devices, each task's resources);
+    per-shard stats, total counts and what this run did (``ran``, rates).
 
     With a progress bar, each task reports its images and boxes as it goes (``spec["progress"]``).
     """
@@ -280,6 +292,8 @@ def _run_tasks(
             description="annotating persons (shards)",
             rates=("images", "boxes"),
             counted=counted,
+            devices=placing[0],
+            resources=placing[1],
         )
     shards = {name: results[name]["stats"] for name in sorted(results)}
     counts = {

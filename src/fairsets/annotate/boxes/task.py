@@ -193,6 +193,8 @@ def _write(spec: dict[str, Any], boxes: list[dict], images: list[dict], stats: d
         "files": files,
         "stats": stats,
     }
+    if spec.get("placement"):  # the device the executor gave this task (none on the CPU path)
+        marker["placement"] = spec["placement"]
     atomic_write_text(
         layout.marker_path(ann, STAGE, shard), json.dumps(marker, sort_keys=True, indent=1) + "\n"
     )

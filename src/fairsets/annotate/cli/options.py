@@ -78,6 +78,21 @@ def checked_device(device: str) -> str:
         die(f"--device {device}: {message}")
 
 
+def checked_devices(devices: str | None) -> list[str] | None:
+    """``--devices 0,1`` → ``["cuda:0", "cuda:1"]``, each checked here (one line when one is missing)."""
+    if devices is None:
+        return None
+    from fairsets.pipeline.devices import parse_devices
+
+    try:
+        names = parse_devices(devices)
+    except ValueError as exc:
+        die(f"--devices {devices}: {exc}")
+    for name in names:
+        checked_device(name)
+    return names
+
+
 def read_prompt(prompt: str | None, prompt_file: Path | None) -> str | None:
     """The caption prompt from ``--prompt`` or ``--prompt-file`` (UTF-8, surrounding whitespace
     stripped), or ``None`` for the default; both given, an empty one or an unreadable file is a

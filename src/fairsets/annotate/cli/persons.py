@@ -33,6 +33,14 @@ def persons_cmd(
     imgsz: Annotated[int, typer.Option(help="Inference size in pixels.")] = 640,
     batch: Annotated[int, typer.Option(help="Images per forward pass.")] = 16,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
+    devices: Annotated[
+        str | None,
+        typer.Option(help="GPUs for the local workers, round-robin, e.g. 0,1 (Ray assigns its own)."),
+    ] = None,
+    gpus_per_task: Annotated[
+        float | None,
+        typer.Option(help="GPUs each task asks Ray for; fractions share one (default: 1 on cuda, 0 on cpu)."),
+    ] = None,
     person_classes: Annotated[
         str | None,
         typer.Option(help="Comma-separated class names of the model that are persons (default: person)."),
@@ -61,13 +69,14 @@ def persons_cmd(
     from fairsets.annotate.boxes.persons import annotate_persons, summary_line
     from fairsets.core.progress import Progress
 
-    from .options import checked_device, library_errors, split_names
+    from .options import checked_device, checked_devices, library_errors, split_names
 
     setup_logging(False, quiet)
     classes = None
     if person_classes is not None:
         classes = split_names(person_classes, "--person-classes", "person")
     device = checked_device(device)
+    device_list = checked_devices(devices)
     try:
         manifest = annotate_persons(
             shards,
@@ -85,6 +94,8 @@ def persons_cmd(
             retry_failed=retry_failed,
             deny=deny,
             progress=Progress(False if quiet else None),
+            devices=device_list,
+            gpus_per_task=gpus_per_task,
         )
     except library_errors() as exc:
         # the library names its parameter; the command, its option
