@@ -1,8 +1,9 @@
-"""``annotate persons`` through the GPU scheduling: on a Ray cluster that declares two GPUs it does
-not have, each shard's task asks for one and its marker records the GPU Ray gave it, while the
-detector computes on the CPU (``--device cpu`` keeps compute where it is; only the assignment is
-recorded). Every table is byte for byte the plain CPU run's, and so is the manifest; the markers
-differ by ``placement`` alone. The command's own checks are one line each.
+"""``annotate persons`` and ``annotate classify`` through the GPU scheduling: on a Ray cluster that
+declares two GPUs it does not have, each shard's task asks for one and its marker records the GPU
+Ray gave it, while the detector and the head's encoder compute on the CPU (``--device cpu`` keeps
+compute where it is; only the assignment is recorded). Every table is byte for byte the plain CPU
+run's, and so is the manifest; the markers differ by ``placement`` alone. The command's own checks
+are one line each.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ def _files(ann: Path) -> dict[str, bytes]:
     }
 
 
-def _markers(ann: Path) -> dict[str, dict[str, Any]]:
-    folder = layout.marker_path(ann, "persons", "x").parent
+def _markers(ann: Path, stage: str = "persons") -> dict[str, dict[str, Any]]:
+    folder = layout.marker_path(ann, stage, "x").parent
     return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
 
 
@@ -50,20 +51,29 @@ def test_persons_on_fake_gpus_records_the_gpus_and_writes_the_cpu_bytes(
     annotate_persons(shards, tmp_path / "cpu", workers=1, **options)  # one thread, as Ray tasks
     if ray.is_initialized():
         ray.shutdown()
+    from test_classify import make_head
+
+    from fairsets.annotate.heads.classify import classify_boxes
+
+    head = tmp_path / "head.npz"
+    make_head(head)
+    classify_boxes(tmp_path / "cpu", head, workers=1)
     ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
     try:
         annotate_persons(shards, tmp_path / "gpu", executor="ray", gpus_per_task=1, **options)
+        classify_boxes(tmp_path / "gpu", head, executor="ray", gpus_per_task=0.5)
     finally:
         ray.shutdown()
     cpu, gpu = _files(tmp_path / "cpu"), _files(tmp_path / "gpu")
-    assert cpu == gpu and "manifest.json" in cpu and len(cpu) == 5
-    plain, placed = _markers(tmp_path / "cpu"), _markers(tmp_path / "gpu")
-    assert set(plain) == set(placed) == {"00000", "00001"}
-    for shard, marker in placed.items():
-        placement = marker.pop("placement")
-        assert placement["device"] == "cuda:0" and placement["gpu_ids"][0] in {"0", "1"}
-        assert marker == plain[shard]
-        assert "placement" not in plain[shard]
+    assert cpu == gpu and "manifest.json" in cpu and len(cpu) == 7  # boxes, images, gender labels
+    for stage in ("persons", "classify-gender"):
+        plain, placed = _markers(tmp_path / "cpu", stage), _markers(tmp_path / "gpu", stage)
+        assert set(plain) == set(placed) == {"00000", "00001"}
+        for shard, marker in placed.items():
+            placement = marker.pop("placement")
+            assert placement["device"] == "cuda:0" and placement["gpu_ids"][0] in {"0", "1"}
+            assert marker == plain[shard]
+            assert "placement" not in plain[shard]
 
 
 def test_device_options_are_one_line(

@@ -10,7 +10,15 @@ import typer
 
 from fairsets._cli_util import die, setup_logging
 
-from .options import check_ann_folder, check_input_file, checked_device, library_errors
+from .options import (
+    DevicesOption,
+    GpusPerTaskOption,
+    check_ann_folder,
+    check_input_file,
+    checked_device,
+    checked_devices,
+    library_errors,
+)
 
 
 def summary_line(entry: dict[str, Any], attr: str, ann: Path) -> str:
@@ -34,6 +42,8 @@ def classify_cmd(
     head: Annotated[Path, typer.Option("--head", help="A head .npz from fairsets annotate train.")],
     batch: Annotated[int, typer.Option(help="Crops per forward pass of the encoder.")] = 64,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
+    devices: DevicesOption = None,
+    gpus_per_task: GpusPerTaskOption = None,
     workers: Annotated[int, typer.Option(help="Worker processes (local) or CPUs (ray); 0 = inline.")] = 1,
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Address of an existing Ray cluster.")] = None,
@@ -51,6 +61,7 @@ def classify_cmd(
 
     setup_logging(False, quiet)
     device = checked_device(device)
+    device_list = checked_devices(devices)
     check_ann_folder(ann)
     check_input_file(head, "head .npz from fairsets annotate train")
     try:
@@ -64,6 +75,8 @@ def classify_cmd(
             ray_address=ray_address,
             replace=replace,
             progress=Progress(False if quiet else None),
+            devices=device_list,
+            gpus_per_task=gpus_per_task,
         )
     except library_errors() as exc:
         die(exc)

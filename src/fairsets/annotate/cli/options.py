@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -110,3 +110,14 @@ def read_prompt(prompt: str | None, prompt_file: Path | None) -> str | None:
     elif prompt is not None and not prompt.strip():
         die("--prompt is empty: give the text to send with each image, or leave it out for the default")
     return prompt
+
+
+#: ``--devices`` and ``--gpus-per-task`` of the commands that run a model per shard (persons, classify).
+DevicesOption = Annotated[
+    str | None,
+    typer.Option(help="GPUs for the local workers, round-robin, e.g. 0,1 (Ray assigns its own)."),
+]
+GpusPerTaskOption = Annotated[
+    float | None,
+    typer.Option(help="GPUs each task asks Ray for; fractions share one (default: 1 on cuda, 0 on cpu)."),
+]

@@ -10,6 +10,8 @@ import typer
 
 from fairsets._cli_util import die, setup_logging
 
+from .options import DevicesOption, GpusPerTaskOption
+
 
 def persons_cmd(
     shards: Annotated[
@@ -33,14 +35,8 @@ def persons_cmd(
     imgsz: Annotated[int, typer.Option(help="Inference size in pixels.")] = 640,
     batch: Annotated[int, typer.Option(help="Images per forward pass.")] = 16,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
-    devices: Annotated[
-        str | None,
-        typer.Option(help="GPUs for the local workers, round-robin, e.g. 0,1 (Ray assigns its own)."),
-    ] = None,
-    gpus_per_task: Annotated[
-        float | None,
-        typer.Option(help="GPUs each task asks Ray for; fractions share one (default: 1 on cuda, 0 on cpu)."),
-    ] = None,
+    devices: DevicesOption = None,
+    gpus_per_task: GpusPerTaskOption = None,
     person_classes: Annotated[
         str | None,
         typer.Option(help="Comma-separated class names of the model that are persons (default: person)."),

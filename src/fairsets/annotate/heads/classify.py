@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,7 @@ from fairsets.core.progress import Progress
 from fairsets.core.progress_live import live_for_tasks
 
 from .. import layout
-from ..tasks import check_run_options, run_shard_tasks
+from ..tasks import check_run_options, placement_options, run_shard_tasks
 from .classify_task import encoder_for, run_classify_task, stage
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ def classify_boxes(
     ray_address: str | None = None,
     replace: bool = False,
     progress: Progress | None = None,
+    devices: Sequence[str] | None = None,
+    gpus_per_task: float | None = None,
 ) -> dict[str, Any]:
     """Label every kept box of ``ann`` with the head at ``head_path``.
 
@@ -92,6 +95,10 @@ def classify_boxes(
         replace: Relabel every box when ``ann`` holds labels of another head for this attribute
             (without it that is an error).
         progress: Progress display (default: off); counts boxes per second.
+        devices: GPUs for the local executor's workers, round-robin (``["cuda:0", "cuda:1"]``);
+            each shard's marker records its ``placement``.
+        gpus_per_task: GPUs each task asks the executor for (fractions allowed; default 1 on
+            CUDA, none on the CPU); Ray pins each task to the GPU it gave it.
 
     Returns:
         ``manifest["attributes"][attr]`` as written, with ``attribute`` and ``run``: shards
@@ -108,6 +115,9 @@ def classify_boxes(
     from .store import load_head
 
     check_run_options(batch, workers, executor, "crop")
+    devices, resources = placement_options(device, devices, gpus_per_task, executor)
+    if devices:
+        device = devices[0]
     ann = Path(ann).expanduser().resolve()
     manifest = layout.read_manifest(ann)
     head_path = Path(head_path).expanduser().resolve()
@@ -136,7 +146,8 @@ def classify_boxes(
         if old.get("head_sha256") != head.sha256 or replace:
             manifest.setdefault("attributes", {})[attr] = entry  # the head in use, before any table
             layout.write_manifest(ann, manifest)
-        return _run(ann, head_path, head, batch, device, workers, executor, ray_address, progress)
+        placing = (devices, resources)
+        return _run(ann, head_path, head, batch, device, workers, executor, ray_address, progress, placing)
 
 
 def _run(
@@ -149,6 +160,7 @@ def _run(
     executor: str,
     ray_address: str | None,
     progress: Progress | None,
+    placing: tuple[Any, Any] = (None, None),
 ) -> dict[str, Any]:
     manifest = layout.read_manifest(ann)
     params = manifest.get("params") or {}
@@ -197,6 +209,8 @@ def _run(
             description=f"classifying {head.attribute} (shards)",
             rates=("boxes",),
             counted=counted,
+            devices=placing[0],
+            resources=placing[1],
         )
     stats = {name: results[name]["stats"] for name in sorted(results)}
     counts = {c: sum(s["counts"].get(c, 0) for s in stats.values()) for c in head.classes}

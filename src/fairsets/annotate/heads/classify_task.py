@@ -212,6 +212,8 @@ def run_classify_task(spec: dict[str, Any]) -> dict[str, Any]:
             "reasons": dict(sorted(reasons.items())),
         },
     }
+    if spec.get("placement"):  # the device the executor gave this task (none on the CPU path)
+        marker["placement"] = spec["placement"]
     atomic_write_text(
         layout.marker_path(ann, spec["stage"], shard), json.dumps(marker, sort_keys=True, indent=1) + "\n"
     )
