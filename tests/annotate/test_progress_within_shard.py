@@ -86,8 +86,8 @@ def test_classify_counts_boxes_while_the_shard_runs(
     MeanColour.calls = 0
     MeanColour.on_call = lambda n: seen.append(_seen_within(progress, "boxes", 3)) if n == 6 else None
     for where in ("classify", "classify_task"):
-        monkeypatch.setattr(f"fairsets.annotate.{where}.encoder_for", lambda *a: MeanColour())
-    monkeypatch.setattr("fairsets.annotate.heads.classify_task._one_thread", contextlib.nullcontext)
+        monkeypatch.setattr(f"fairsets.annotate.heads.{where}.encoder_for", lambda *a: MeanColour())
+    monkeypatch.setattr("fairsets.annotate.heads.classify_task.one_torch_thread", contextlib.nullcontext)
     classify_boxes(built["ann"], tmp_path / "head.npz", batch=1, workers=0, progress=progress)
     assert seen and seen[0] >= 3, f"within the shard the bar showed {seen} boxes"
     assert progress.counts() == {"boxes": kept}  # each kept box once (those of unreadable images too)
