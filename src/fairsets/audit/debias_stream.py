@@ -1,0 +1,235 @@
+"""Apply a debias transform to an embedding file in row blocks: bounded memory, any file size.
+
+``fairsets debias apply`` reads the input in blocks of :data:`BLOCK_ROWS` rows (``.npy``: plain
+reads at the rows' offsets, never a whole-file load or a memory map that would keep the file's pages
+in the process; Parquet: the reader's record batches), debiases each block with
+:class:`fairsets.debias.rows32.Rows32` (float32, within ``1e-5 * |x|`` of
+:meth:`~fairsets.debias.transform.DebiasTransform.apply`, rows independent) and writes it at once
+into a temporary file beside the output, renamed into place at the end (:func:`atomic_path`).
+
+The same input gives the same bytes: rows are computed independently, and the outputs are cut at
+fixed row numbers whatever the block size (a ``.npy`` is one header and the rows in order, the
+bytes :func:`numpy.save` writes for the whole array; a Parquet output has row groups of
+:data:`ROW_GROUP_ROWS` rows).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fairsets.core.atomic import atomic_path
+
+__all__ = ["BLOCK_ROWS", "ROW_GROUP_ROWS", "apply_in_blocks"]
+
+#: Rows per block: 8,192 rows of 512 float32 are 16 MiB, small enough to stay near the caches and
+#: bounded whatever the file's size; large enough that the matrix product runs at full speed.
+BLOCK_ROWS = 8192
+#: Rows per row group of a Parquet output (the last one holds the rest): fixed, so the bytes do not
+#: depend on the block size or on the input's own row groups.
+ROW_GROUP_ROWS = 65536
+_SUFFIXES = (".npy", ".parquet")
+
+
+def apply_in_blocks(transform: Any, src: Path, dst: Path, block_rows: int = BLOCK_ROWS) -> Path:
+    """Debias the embeddings of ``src`` (``.npy`` (n, d) or Parquet with ``embedding``) into ``dst``.
+
+    A Parquet output of a Parquet input keeps the other columns; otherwise the output holds the
+    embeddings only (``.npy``, or Parquet with one ``embedding`` column).
+
+    Raises:
+        ValueError: on an unsupported suffix, a malformed file, a dimension other than the
+            transform's, or non-finite values (the message names the rows); nothing is written.
+        OSError: if a file cannot be read or written.
+    """
+    from fairsets.debias.rows32 import Rows32
+
+    for p in (src, dst):
+        if p.suffix not in _SUFFIXES:
+            raise ValueError(f"{p}: embeddings must be .npy or .parquet")
+    if block_rows < 1:
+        raise ValueError(f"block_rows must be at least 1, got {block_rows}")
+    rows = Rows32(transform)
+    reader = _npy_blocks if src.suffix == ".npy" else _parquet_blocks
+    keep = src.suffix == dst.suffix == ".parquet"
+    with atomic_path(dst) as tmp:
+        n, blocks = reader(src, block_rows)
+        writer = _NpyWriter(tmp, n, rows.dim) if dst.suffix == ".npy" else _ParquetWriter(tmp, rows.dim)
+        try:
+            start = 0
+            for raw, batch in blocks:
+                x = _checked(raw, src, start, rows.dim)
+                writer.write(rows(x), batch if keep else None)
+                start += len(x)
+            writer.close()
+        finally:
+            writer.abort()
+        if start != n:
+            raise ValueError(f"{src}: holds {start} rows, its header says {n}")
+    return dst
+
+
+def _checked(raw: np.ndarray, src: Path, start: int, dim: int) -> np.ndarray:
+    where = f"{src}: rows {start}-{start + len(raw) - 1}"
+    if raw.ndim != 2 or raw.shape[1] != dim:
+        raise ValueError(
+            f"{src}: embedding dimension {raw.shape[-1]} does not match the transform's dimension {dim}"
+        )
+    x = np.ascontiguousarray(raw, dtype=np.float32)
+    if not np.isfinite(x).all():
+        if raw.dtype.kind == "f" and not np.isfinite(raw).all():
+            raise ValueError(f"{where} hold non-finite values (NaN or inf)")
+        raise ValueError(f"{where} hold values beyond float32's range")
+    return x
+
+
+def _npy_blocks(src: Path, block_rows: int) -> tuple[int, Iterator[tuple[np.ndarray, None]]]:
+    # np.load reads and checks the header (any version; object arrays refused); the memory map is
+    # only for its shape, dtype and data offset: the rows are read with plain reads.
+    try:
+        meta = np.load(src, mmap_mode="r", allow_pickle=False)
+    except ValueError as e:
+        raise ValueError(f"{src}: not a readable .npy array ({e})") from e
+    if meta.ndim != 2:
+        raise ValueError(f"{src}: expected a 2-D array of embeddings, got shape {meta.shape}")
+    if meta.dtype.kind not in "fiub" or meta.dtype.fields is not None:
+        raise ValueError(f"{src}: embeddings must hold real numbers, got dtype {meta.dtype}")
+    n, d = (int(v) for v in meta.shape)
+    dtype, offset, fortran = meta.dtype, int(meta.offset), bool(meta.flags.f_contiguous and n > 1 and d > 1)
+
+    def gen() -> Iterator[tuple[np.ndarray, None]]:
+        if fortran:  # columns first on disk: rows are not contiguous, read them through the map
+            for i in range(0, n, block_rows):
+                yield np.array(meta[i : i + block_rows], order="C"), None
+            return
+        row_bytes = d * dtype.itemsize
+        with open(src, "rb") as f:
+            for i in range(0, n, block_rows):
+                buf = np.empty((min(block_rows, n - i), d), dtype)
+                f.seek(offset + i * row_bytes)
+                if f.readinto(memoryview(buf).cast("B")) != buf.nbytes:
+                    raise ValueError(f"{src}: truncated at row {i}")
+                yield buf, None
+
+    return n, gen()
+
+
+def _parquet_blocks(src: Path, block_rows: int) -> tuple[int, Iterator[tuple[np.ndarray, Any]]]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(src)
+    except Exception as e:  # pyarrow raises its own error types for a damaged file
+        raise ValueError(f"{src}: not a readable Parquet file ({e})") from e
+    names = pf.schema_arrow.names
+    if "embedding" not in names:
+        raise ValueError(f"{src}: no 'embedding' column (columns: {', '.join(names)})")
+
+    def gen() -> Iterator[tuple[np.ndarray, Any]]:
+        for batch in pf.iter_batches(batch_size=block_rows):
+            yield _batch_vectors(batch.column("embedding"), src), batch
+
+    return int(pf.metadata.num_rows), gen()
+
+
+def _batch_vectors(col: Any, src: Path) -> np.ndarray:
+    """A (fixed-size) list column of numbers as an (n, d) array, without a Python object per row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = col.type
+    if not (pa.types.is_fixed_size_list(t) or pa.types.is_list(t) or pa.types.is_large_list(t)):
+        raise ValueError(f"{src}: 'embedding' must be a list of numbers, got {t}")
+    if col.null_count:
+        raise ValueError(f"{src}: 'embedding' has {col.null_count} empty (null) rows")
+    n = len(col)
+    if n == 0:
+        return np.zeros((0, 0), np.float32)
+    if pa.types.is_fixed_size_list(t):
+        d = t.list_size
+    else:
+        lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
+        d = int(lengths[0])
+        if (lengths != d).any():
+            raise ValueError(f"{src}: 'embedding' rows have different lengths ({d} and {int(lengths.max())})")
+    values = col.flatten()
+    if not (pa.types.is_floating(values.type) or pa.types.is_integer(values.type)):
+        raise ValueError(f"{src}: 'embedding' must be a list of numbers, got {t}")
+    return values.to_numpy(zero_copy_only=False).reshape(n, d)
+
+
+class _NpyWriter:
+    """The bytes :func:`numpy.save` writes for the whole ``(n, dim)`` float32 array, block by block."""
+
+    def __init__(self, path: Path, n: int, dim: int) -> None:
+        self.f = open(path, "wb")  # noqa: SIM115 - closed by close() or abort()
+        descr = np.lib.format.dtype_to_descr(np.dtype(np.float32))
+        np.lib.format.write_array_header_1_0(self.f, {"descr": descr, "fortran_order": False, "shape": (n, dim)})
+
+    def write(self, block: np.ndarray, batch: Any) -> None:
+        self.f.write(memoryview(block).cast("B"))
+
+    def close(self) -> None:
+        self.f.close()
+
+    def abort(self) -> None:
+        self.f.close()
+
+
+class _ParquetWriter:
+    """Row groups of exactly :data:`ROW_GROUP_ROWS` rows, whatever the size of the blocks written."""
+
+    def __init__(self, path: Path, dim: int) -> None:
+        self.path, self.dim = path, dim
+        self.writer: Any = None
+        self.pending: list[Any] = []
+        self.rows = 0
+
+    def write(self, block: np.ndarray, batch: Any) -> None:
+        import pyarrow as pa
+
+        col = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1), pa.float32()), self.dim)
+        if batch is None:
+            out = pa.record_batch({"embedding": col})
+        else:
+            i = batch.schema.get_field_index("embedding")
+            out = pa.RecordBatch.from_arrays(
+                [col if j == i else batch.column(j) for j in range(batch.num_columns)],
+                schema=batch.schema.set(i, pa.field("embedding", col.type)),
+            )
+        self.pending.append(out)
+        self.rows += out.num_rows
+        while self.rows >= ROW_GROUP_ROWS:
+            self._flush(ROW_GROUP_ROWS)
+
+    def _flush(self, count: int) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_batches(self.pending)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(os.fspath(self.path), table.schema)
+        self.writer.write_table(table.slice(0, count), row_group_size=ROW_GROUP_ROWS)
+        rest = table.slice(count)
+        self.pending = rest.to_batches() if rest.num_rows else []
+        self.rows -= count
+
+    def close(self) -> None:
+        import pyarrow as pa
+
+        if self.rows or self.writer is None:
+            if self.writer is None and not self.pending:  # no rows at all: one empty column
+                col = pa.FixedSizeListArray.from_arrays(pa.array([], pa.float32()), self.dim)
+                self.pending = [pa.record_batch({"embedding": col})]
+            self._flush(self.rows)
+        self.writer.close()
+        self.writer = None
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
