@@ -59,11 +59,13 @@ def apply_in_blocks(transform: Any, src: Path, dst: Path, block_rows: int = BLOC
     with atomic_path(dst) as tmp:
         n, blocks = reader(src, block_rows)
         writer = _NpyWriter(tmp, n, rows.dim) if dst.suffix == ".npy" else _ParquetWriter(tmp, rows.dim)
+        buf = np.empty((min(block_rows, n), rows.dim), np.float32)  # one output buffer for all blocks
         try:
             start = 0
             for raw, batch in blocks:
                 x = _checked(raw, src, start, rows.dim)
-                writer.write(rows(x), batch if keep else None)
+                out = rows(x, buf[: len(x)]) if len(x) <= len(buf) else rows(x)
+                writer.write(out, batch if keep else None)
                 start += len(x)
             writer.close()
         finally:
@@ -107,9 +109,10 @@ def _npy_blocks(src: Path, block_rows: int) -> tuple[int, Iterator[tuple[np.ndar
                 yield np.array(meta[i : i + block_rows], order="C"), None
             return
         row_bytes = d * dtype.itemsize
+        whole = np.empty((min(block_rows, n), d), dtype)  # one read buffer, consumed before the next read
         with open(src, "rb") as f:
             for i in range(0, n, block_rows):
-                buf = np.empty((min(block_rows, n - i), d), dtype)
+                buf = whole[: min(block_rows, n - i)]
                 f.seek(offset + i * row_bytes)
                 if f.readinto(memoryview(buf).cast("B")) != buf.nbytes:
                     raise ValueError(f"{src}: truncated at row {i}")
@@ -168,7 +171,8 @@ class _NpyWriter:
     def __init__(self, path: Path, n: int, dim: int) -> None:
         self.f = open(path, "wb")  # noqa: SIM115 - closed by close() or abort()
         descr = np.lib.format.dtype_to_descr(np.dtype(np.float32))
-        np.lib.format.write_array_header_1_0(self.f, {"descr": descr, "fortran_order": False, "shape": (n, dim)})
+        header = {"descr": descr, "fortran_order": False, "shape": (n, dim)}
+        np.lib.format.write_array_header_1_0(self.f, header)  # as np.save for this array
 
     def write(self, block: np.ndarray, batch: Any) -> None:
         self.f.write(memoryview(block).cast("B"))
@@ -192,7 +196,8 @@ class _ParquetWriter:
     def write(self, block: np.ndarray, batch: Any) -> None:
         import pyarrow as pa
 
-        col = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1), pa.float32()), self.dim)
+        values = pa.array(block.reshape(-1).copy(), pa.float32())  # a copy: the block's buffer is reused
+        col = pa.FixedSizeListArray.from_arrays(values, self.dim)
         if batch is None:
             out = pa.record_batch({"embedding": col})
         else:

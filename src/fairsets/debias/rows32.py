@@ -57,31 +57,45 @@ class Rows32:
         beta = float(transform.beta)  # type: ignore[attr-defined]
         self.beta = beta if target is not None and beta != 0.0 else 0.0
         self.target = np.asarray(target, dtype=np.float32) if self.beta else None
+        self._scratch = np.empty((0, self.dim), np.float32)
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        """Debias ``(n, d)`` float32 rows (C order, finite: the caller checks); returns new float32 rows."""
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Debias ``(n, d)`` float32 rows (C order, finite: the caller checks) into float32 rows.
+
+        ``out``: an ``(n, d)`` float32 C-order array to write into (a new one when None). Reusing
+        one buffer (and this object's scratch space) across blocks spares an allocation and its
+        page faults per block; the bytes are the same either way.
+        """
         n = x.shape[0]
-        if self.alpha == 0.0:  # the original rows (plus the compensation): no product needed
-            p = x.copy()
-            nx = np.sqrt(np.einsum("ij,ij->i", x, x).astype(np.float64))
-            if self.target is not None:
-                p += (self.beta * nx).astype(np.float32)[:, None] * self.target[None, :]
-            return p
-        if 0 < n < _MIN_ROWS:  # BLAS takes other paths for a few rows: pad so every row is done alike
+        if 0 < n < _MIN_ROWS and self.alpha != 0.0:  # BLAS takes other paths for a few rows: pad
             pad = np.zeros((_MIN_ROWS, x.shape[1]), np.float32)
             pad[:n] = x
-            return self(pad)[:n]
-        p = x @ self.AT
-        if self.b is not None:
-            p += self.b
+            res = self(pad)[:n]
+            if out is None:
+                return res
+            out[...] = res
+            return out
+        p = np.empty(x.shape, np.float32) if out is None else out
         nx = np.sqrt(np.einsum("ij,ij->i", x, x).astype(np.float64))
-        s1, s2 = self._weights(x, p, nx)
-        p *= s2.astype(np.float32)[:, None]
-        if np.any(s1 != 0.0):
-            p += x * s1.astype(np.float32)[:, None]
+        if self.alpha == 0.0:  # the original rows (plus the compensation): no product needed
+            p[...] = x
+        else:
+            np.matmul(x, self.AT, out=p)
+            if self.b is not None:
+                p += self.b
+            s1, s2 = self._weights(x, p, nx)
+            p *= s2.astype(np.float32)[:, None]
+            if np.any(s1 != 0.0):
+                p += np.multiply(x, s1.astype(np.float32)[:, None], out=self._tmp(x.shape))
         if self.target is not None:
-            p += (self.beta * nx).astype(np.float32)[:, None] * self.target[None, :]
+            g = (self.beta * nx).astype(np.float32)[:, None]
+            p += np.multiply(g, self.target[None, :], out=self._tmp(x.shape))
         return p
+
+    def _tmp(self, shape: tuple[int, ...]) -> np.ndarray:
+        if self._scratch.shape[0] < shape[0] or self._scratch.shape[1:] != shape[1:]:
+            self._scratch = np.empty(shape, np.float32)
+        return self._scratch[: shape[0]]
 
     def _weights(self, x: np.ndarray, p: np.ndarray, nx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-row ``(s1, s2)`` with ``v = s1 x + s2 p`` (float64, shape ``(n,)``)."""
