@@ -135,7 +135,8 @@ def main() -> None:
         best_floor = min(floor)
         print(f"input: {args.rows:,} × {args.dim} float32, {size / 2**30:.2f} GiB")
         print(
-            f"floor X @ A.T (float32, in memory): {best_floor:.2f} s (runs {', '.join(f'{t:.2f}' for t in floor)})"
+            f"floor X @ A.T (float32, in memory): {best_floor:.2f} s "
+            f"(runs {', '.join(f'{t:.2f}' for t in floor)})"
         )
         runs = [_child(_APPLY, tmp / "t.npz", src, dst) for _ in range(args.repeat)]
         secs, rss = min(r[0] for r in runs), max(r[1] for r in runs)
@@ -151,7 +152,8 @@ def main() -> None:
             X[:k].astype(np.float64), axis=1
         )
         print(
-            f"agreement with DebiasTransform.apply (first {k:,} rows): max |Δ| / |x| = {err.max():.2e} (tolerance 1e-5)"
+            f"agreement with DebiasTransform.apply (first {k:,} rows): "
+            f"max |Δ| / |x| = {err.max():.2e} (tolerance 1e-5)"
         )
         del X, got
         if args.parquet:
@@ -170,9 +172,10 @@ def main() -> None:
                     w.write_table(pa.table({"key": keys, "embedding": col}))
             del arr
             psecs, prss = _child(_APPLY, tmp / "t.npz", par, pout)
+            psize = par.stat().st_size
             print(
                 f"apply .parquet → .parquet: {psecs:.2f} s = {psecs / best_floor:.2f}× the floor; peak RSS "
-                f"{prss / 2**20:,.0f} MiB = {prss / par.stat().st_size:.2f}× the input ({par.stat().st_size / 2**30:.2f} GiB)"
+                f"{prss / 2**20:,.0f} MiB = {prss / psize:.2f}× the input ({psize / 2**30:.2f} GiB)"
             )
         if args.reference:
             wsecs, wrss = _child(_WHOLE, tmp / "t.npz", src, tmp / "w.npy")
