@@ -15,6 +15,7 @@ bytes :func:`numpy.save` writes for the whole array; a Parquet output has row gr
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,8 @@ BLOCK_ROWS = 8192
 #: depend on the block size or on the input's own row groups.
 ROW_GROUP_ROWS = 65536
 _SUFFIXES = (".npy", ".parquet")
+#: At most this many threads share a block's per-row passes (the matrix product has the BLAS's own).
+_MAX_PARTS = 4
 
 
 def apply_in_blocks(transform: Any, src: Path, dst: Path, block_rows: int = BLOCK_ROWS) -> Path:
@@ -59,20 +62,53 @@ def apply_in_blocks(transform: Any, src: Path, dst: Path, block_rows: int = BLOC
     with atomic_path(dst) as tmp:
         n, blocks = reader(src, block_rows)
         writer = _NpyWriter(tmp, n, rows.dim) if dst.suffix == ".npy" else _ParquetWriter(tmp, rows.dim)
-        buf = np.empty((min(block_rows, n), rows.dim), np.float32)  # one output buffer for all blocks
-        try:
-            start = 0
-            for raw, batch in blocks:
-                x = _checked(raw, src, start, rows.dim)
-                out = rows(x, buf[: len(x)]) if len(x) <= len(buf) else rows(x)
-                writer.write(out, batch if keep else None)
-                start += len(x)
-            writer.close()
-        finally:
-            writer.abort()
+        start = _pipeline(blocks, rows, writer, src, keep, min(block_rows, n))
         if start != n:
             raise ValueError(f"{src}: holds {start} rows, its header says {n}")
     return dst
+
+
+def _pipeline(
+    blocks: Iterator[tuple[np.ndarray, Any]], rows: Any, writer: Any, src: Path, keep: bool, size: int
+) -> int:
+    """Read block k+1 and write block k-1 in threads while block k is computed; return the rows done.
+
+    Two output buffers take turns: block k's is free again once block k-2's write has returned, and
+    each write is waited for before the next is started (one writer thread: the order is kept).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    bufs = [np.empty((size, rows.dim), np.float32) for _ in range(2)]
+    start = k = 0
+    parts = min(os.cpu_count() or 1, _MAX_PARTS)
+    with (
+        ThreadPoolExecutor(1) as read_pool,
+        ThreadPoolExecutor(1) as write_pool,
+        ThreadPoolExecutor(parts) as pool,
+    ):
+        written = None
+        try:
+            ahead = read_pool.submit(next, blocks, None)
+            while (item := ahead.result()) is not None:
+                ahead = read_pool.submit(next, blocks, None)
+                raw, batch = item
+                x = _checked(raw, src, start, rows.dim)
+                out = rows(x, bufs[k % 2][: len(x)] if len(x) <= size else None, pool, parts)
+                if written is not None:
+                    written.result()
+                written = write_pool.submit(writer.write, out, batch if keep else None)
+                start, k = start + len(x), k + 1
+            if written is not None:
+                written.result()
+            writer.close()
+        finally:
+            for f in (ahead, written):
+                if f is not None:
+                    f.cancel()
+                    with contextlib.suppress(Exception):
+                        f.result()
+            writer.abort()
+    return start
 
 
 def _checked(raw: np.ndarray, src: Path, start: int, dim: int) -> np.ndarray:
@@ -109,10 +145,11 @@ def _npy_blocks(src: Path, block_rows: int) -> tuple[int, Iterator[tuple[np.ndar
                 yield np.array(meta[i : i + block_rows], order="C"), None
             return
         row_bytes = d * dtype.itemsize
-        whole = np.empty((min(block_rows, n), d), dtype)  # one read buffer, consumed before the next read
+        # two read buffers in turn: block k+1 is read (ahead, in a thread) while block k is computed
+        whole = [np.empty((min(block_rows, n), d), dtype) for _ in range(2)]
         with open(src, "rb") as f:
-            for i in range(0, n, block_rows):
-                buf = whole[: min(block_rows, n - i)]
+            for k, i in enumerate(range(0, n, block_rows)):
+                buf = whole[k % 2][: min(block_rows, n - i)]
                 f.seek(offset + i * row_bytes)
                 if f.readinto(memoryview(buf).cast("B")) != buf.nbytes:
                     raise ValueError(f"{src}: truncated at row {i}")

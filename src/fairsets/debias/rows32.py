@@ -30,7 +30,9 @@ product the same way whatever the number of rows (OpenBLAS, which numpy's wheels
 
 from __future__ import annotations
 
+import itertools
 import math
+from concurrent.futures import Executor
 
 import numpy as np
 
@@ -59,38 +61,55 @@ class Rows32:
         self.target = np.asarray(target, dtype=np.float32) if self.beta else None
         self._scratch = np.empty((0, self.dim), np.float32)
 
-    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def __call__(
+        self, x: np.ndarray, out: np.ndarray | None = None, pool: Executor | None = None, parts: int = 1
+    ) -> np.ndarray:
         """Debias ``(n, d)`` float32 rows (C order, finite: the caller checks) into float32 rows.
 
-        ``out``: an ``(n, d)`` float32 C-order array to write into (a new one when None). Reusing
-        one buffer (and this object's scratch space) across blocks spares an allocation and its
-        page faults per block; the bytes are the same either way.
+        Args:
+            x: the rows.
+            out: an ``(n, d)`` float32 C-order array to write into (a new one when None). Reusing
+                one buffer (and this object's scratch space) across blocks spares an allocation and
+                its page faults per block.
+            pool, parts: after the matrix product (which the BLAS runs on its own threads), the
+                per-row passes run on ``parts`` slices of the rows in ``pool``'s threads (numpy
+                releases the GIL in them).
+
+        The bytes are the same whatever ``out``, ``pool`` and ``parts``: every row is computed alone.
         """
         n = x.shape[0]
-        if 0 < n < _MIN_ROWS and self.alpha != 0.0:  # BLAS takes other paths for a few rows: pad
-            pad = np.zeros((_MIN_ROWS, x.shape[1]), np.float32)
-            pad[:n] = x
-            res = self(pad)[:n]
-            if out is None:
-                return res
-            out[...] = res
-            return out
         p = np.empty(x.shape, np.float32) if out is None else out
-        nx = np.sqrt(np.einsum("ij,ij->i", x, x).astype(np.float64))
         if self.alpha == 0.0:  # the original rows (plus the compensation): no product needed
             p[...] = x
+        elif 0 < n < _MIN_ROWS:  # BLAS takes other paths for a few rows: pad them
+            pad = np.zeros((_MIN_ROWS, x.shape[1]), np.float32)
+            pad[:n] = x
+            p[...] = (pad @ self.AT)[:n]
         else:
             np.matmul(x, self.AT, out=p)
+        tmp = self._tmp(x.shape)
+        if pool is None or parts < 2 or n < 2 * _MIN_ROWS:
+            self._finish(x, p, tmp)
+            return p
+        cuts = [n * i // parts for i in range(parts + 1)]
+        slices = [slice(a, b) for a, b in itertools.pairwise(cuts)]
+        for done in [pool.submit(self._finish, x[s], p[s], tmp[s]) for s in slices]:
+            done.result()
+        return p
+
+    def _finish(self, x: np.ndarray, p: np.ndarray, tmp: np.ndarray) -> None:
+        """Turn the product ``p`` of rows ``x`` into debiased rows, in place (``tmp``: scratch)."""
+        nx = np.sqrt(np.einsum("ij,ij->i", x, x).astype(np.float64))
+        if self.alpha != 0.0:
             if self.b is not None:
                 p += self.b
             s1, s2 = self._weights(x, p, nx)
             p *= s2.astype(np.float32)[:, None]
             if np.any(s1 != 0.0):
-                p += np.multiply(x, s1.astype(np.float32)[:, None], out=self._tmp(x.shape))
+                p += np.multiply(x, s1.astype(np.float32)[:, None], out=tmp)
         if self.target is not None:
             g = (self.beta * nx).astype(np.float32)[:, None]
-            p += np.multiply(g, self.target[None, :], out=self._tmp(x.shape))
-        return p
+            p += np.multiply(g, self.target[None, :], out=tmp)
 
     def _tmp(self, shape: tuple[int, ...]) -> np.ndarray:
         if self._scratch.shape[0] < shape[0] or self._scratch.shape[1:] != shape[1:]:
