@@ -112,16 +112,20 @@ def _pipeline(
 
 
 def _checked(raw: np.ndarray, src: Path, start: int, dim: int) -> np.ndarray:
-    where = f"{src}: rows {start}-{start + len(raw) - 1}"
     if raw.ndim != 2 or raw.shape[1] != dim:
         raise ValueError(
             f"{src}: embedding dimension {raw.shape[-1]} does not match the transform's dimension {dim}"
         )
-    x = np.ascontiguousarray(raw, dtype=np.float32)
+    with np.errstate(over="ignore"):  # too large for float32: inf, refused below
+        x = np.ascontiguousarray(raw, dtype=np.float32)
     if not np.isfinite(x).all():
-        if raw.dtype.kind == "f" and not np.isfinite(raw).all():
-            raise ValueError(f"{where} hold non-finite values (NaN or inf)")
-        raise ValueError(f"{where} hold values beyond float32's range")
+        row = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
+        what = (
+            "non-finite values (NaN or inf)"
+            if not np.isfinite(raw[row]).all()
+            else "values beyond float32's range"
+        )
+        raise ValueError(f"{src}: row {start + row} holds {what}; fix or drop it")
     return x
 
 
