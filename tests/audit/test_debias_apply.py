@@ -194,3 +194,34 @@ def test_the_command_writes_what_the_function_writes(
     assert code == 0 and "wrote" in out
     apply_to_file(transform, tmp_path / "x.npy", tmp_path / "b.npy", block_rows=5)
     assert (tmp_path / "a.npy").read_bytes() == (tmp_path / "b.npy").read_bytes()
+
+
+def test_memory_is_a_few_blocks_not_the_file(
+    tmp_path: Path, transform: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tracemalloc
+
+    import pyarrow as pa
+
+    X = np.random.default_rng(9).standard_normal((40_000, D)).astype(np.float32)  # 3.8 MB
+    np.save(tmp_path / "x.npy", X)
+    tracemalloc.start()  # numpy reports its buffers to tracemalloc
+    try:
+        apply_to_file(transform, tmp_path / "x.npy", tmp_path / "y.npy", block_rows=1000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < X.nbytes / 4, peak  # blocks of 1,000 rows are 96 kB
+
+    _parquet(tmp_path / "x.parquet", X, group=2000)
+    seen: list[int] = []
+    real = stream._batch_vectors
+
+    def watched(col: object, src: Path) -> np.ndarray:
+        seen.append(pa.total_allocated_bytes())
+        return real(col, src)
+
+    monkeypatch.setattr(stream, "_batch_vectors", watched)
+    monkeypatch.setattr(stream, "ROW_GROUP_ROWS", 2000)
+    apply_to_file(transform, tmp_path / "x.parquet", tmp_path / "y.parquet", block_rows=1000)
+    assert len(seen) == 40 and max(seen) < X.nbytes / 2, max(seen)  # no row group kept once read

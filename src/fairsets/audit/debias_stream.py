@@ -166,7 +166,7 @@ def _parquet_blocks(src: Path, block_rows: int) -> tuple[int, Iterator[tuple[np.
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(src)
+        pf = pq.ParquetFile(src, pre_buffer=False)  # pre-buffering keeps every row group read so far
     except Exception as e:  # pyarrow raises its own error types for a damaged file
         raise ValueError(f"{src}: not a readable Parquet file ({e})") from e
     names = pf.schema_arrow.names
