@@ -8,8 +8,9 @@ and the compensation, ``--alpha`` 1.0 as ``debias fit``'s default). Printed, mea
 * **floor**: seconds of one float32 product ``X @ A.T`` of the whole array already in memory
   (``A`` the transform's matrix), best of ``--repeat``;
 * **apply**: seconds of :func:`fairsets.audit.debiasing.apply_to_file` (reading the file, the
-  transform, writing the output), in a fresh process, best of ``--repeat``; the ratio apply ÷ floor
-  (target ≤ 3×);
+  transform, writing the output and its fsync), in a fresh process, best of ``--repeat`` runs
+  alternating with the floor's; the ratio apply ÷ floor (target ≤ 3×), and the same ratio of CPU
+  seconds (all threads; steadier than wall time when other processes share the cores);
 * **memory**: peak RSS of that process (``RUSAGE_CHILDREN`` of a small launcher; the interpreter
   and numpy included) ÷ the input file's size (target ≤ 2×);
 * **agreement**: the largest distance of an output row from
@@ -54,13 +55,15 @@ _LAUNCH = (
     "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)"
 )
 _APPLY = (
-    "import sys, time; from fairsets.audit.debiasing import apply_to_file; t = time.perf_counter(); "
-    "apply_to_file(sys.argv[1], sys.argv[2], sys.argv[3]); print(time.perf_counter() - t)"
+    "import sys, time; from fairsets.audit.debiasing import apply_to_file; "
+    "t, c = time.perf_counter(), time.process_time(); apply_to_file(sys.argv[1], sys.argv[2], sys.argv[3]); "
+    "print(time.perf_counter() - t, time.process_time() - c)"
 )
 _WHOLE = (
     "import sys, time, numpy as np; from fairsets.debias import DebiasTransform; "
     "t = time.perf_counter(); tr = DebiasTransform.load(sys.argv[1]); "
-    "np.save(sys.argv[3], tr.apply(np.load(sys.argv[2]))); print(time.perf_counter() - t)"
+    "np.save(sys.argv[3], tr.apply(np.load(sys.argv[2])))\n"
+    "print(time.perf_counter() - t, time.process_time())"
 )
 
 
@@ -70,14 +73,14 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _child(code: str, *args: Path) -> tuple[float, int]:
-    """Seconds the child reports and its peak RSS in bytes."""
+def _child(code: str, *args: Path) -> tuple[float, float, int]:
+    """Seconds and CPU seconds the child reports, and its peak RSS in bytes."""
     cmd = [sys.executable, "-c", _LAUNCH, sys.executable, "-c", code, *map(str, args)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=_env())
     if p.returncode != 0:
         raise SystemExit(f"child failed:\n{p.stderr[-2000:]}")
-    seconds, kib = p.stdout.split()[-2:]
-    return float(seconds), int(kib) * 1024
+    seconds, cpu, kib = p.stdout.split()[-3:]
+    return float(seconds), float(cpu), int(kib) * 1024
 
 
 def fit(dim: int, method: str, alpha: float, path: Path) -> object:
@@ -126,24 +129,25 @@ def main() -> None:
         size = src.stat().st_size
         X = np.load(src)
         AT = np.ascontiguousarray(tr.A.T, dtype=np.float32)  # type: ignore[attr-defined]
-        floor = []
-        for _ in range(args.repeat):
-            t0 = time.perf_counter()
+        floor, runs = [], []
+        for _ in range(args.repeat):  # alternating, so that a busy moment of the machine hits both
+            t0, c0 = time.perf_counter(), time.process_time()
             Y = X @ AT
-            floor.append(time.perf_counter() - t0)
+            floor.append((time.perf_counter() - t0, time.process_time() - c0))
             del Y
-        best_floor = min(floor)
+            runs.append(_child(_APPLY, tmp / "t.npz", src, dst))
+        best_floor, cpu_floor = min(f[0] for f in floor), min(f[1] for f in floor)
+        secs, cpu, rss = min(r[0] for r in runs), min(r[1] for r in runs), max(r[2] for r in runs)
         print(f"input: {args.rows:,} × {args.dim} float32, {size / 2**30:.2f} GiB")
         print(
-            f"floor X @ A.T (float32, in memory): {best_floor:.2f} s "
-            f"(runs {', '.join(f'{t:.2f}' for t in floor)})"
+            f"floor X @ A.T (float32, in memory): {best_floor:.2f} s, {cpu_floor:.2f} CPU s "
+            f"(runs {', '.join(f'{t[0]:.2f}' for t in floor)})"
         )
-        runs = [_child(_APPLY, tmp / "t.npz", src, dst) for _ in range(args.repeat)]
-        secs, rss = min(r[0] for r in runs), max(r[1] for r in runs)
         print(
-            f"apply .npy → .npy: {secs:.2f} s (runs {', '.join(f'{r[0]:.2f}' for r in runs)}) = "
-            f"{secs / best_floor:.2f}× the floor (target ≤ 3×); peak RSS {rss / 2**20:,.0f} MiB = "
-            f"{rss / size:.2f}× the input (target ≤ 2×)"
+            f"apply .npy → .npy: {secs:.2f} s, {cpu:.2f} CPU s "
+            f"(runs {', '.join(f'{r[0]:.2f}' for r in runs)}) "
+            f"= {secs / best_floor:.2f}× the floor (target ≤ 3×; CPU {cpu / cpu_floor:.2f}×); peak RSS "
+            f"{rss / 2**20:,.0f} MiB = {rss / size:.2f}× the input (target ≤ 2×)"
         )
         k = min(args.rows, 20_000)
         ref = tr.apply(X[:k])  # type: ignore[attr-defined]
@@ -171,14 +175,14 @@ def main() -> None:
                     keys = pa.array([str(j) for j in range(i, i + len(block))])
                     w.write_table(pa.table({"key": keys, "embedding": col}))
             del arr
-            psecs, prss = _child(_APPLY, tmp / "t.npz", par, pout)
+            psecs, _, prss = _child(_APPLY, tmp / "t.npz", par, pout)
             psize = par.stat().st_size
             print(
                 f"apply .parquet → .parquet: {psecs:.2f} s = {psecs / best_floor:.2f}× the floor; peak RSS "
                 f"{prss / 2**20:,.0f} MiB = {prss / psize:.2f}× the input ({psize / 2**30:.2f} GiB)"
             )
         if args.reference:
-            wsecs, wrss = _child(_WHOLE, tmp / "t.npz", src, tmp / "w.npy")
+            wsecs, _, wrss = _child(_WHOLE, tmp / "t.npz", src, tmp / "w.npy")
             print(
                 f"whole-array path (before): {wsecs:.2f} s = {wsecs / best_floor:.2f}× the floor; peak RSS "
                 f"{wrss / 2**20:,.0f} MiB = {wrss / size:.2f}× the input"
