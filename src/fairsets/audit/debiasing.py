@@ -146,13 +146,19 @@ def apply_to_file(
     transform: DebiasTransform | str | os.PathLike[str],
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
+    *,
+    block_rows: int | None = None,
 ) -> Path:
-    """Apply a saved transform to an embedding file (``.npy`` or Parquet) and write the result."""
+    """Apply a saved transform to an embedding file (``.npy`` or Parquet) and write the result.
+
+    Streams in row blocks with bounded memory, in float32 (:mod:`fairsets.audit.debias_stream`:
+    within ``1e-5 * |x|`` per row of :meth:`DebiasTransform.apply`; the bytes do not depend on
+    ``block_rows``, default :data:`~fairsets.audit.debias_stream.BLOCK_ROWS`). A Parquet output of a
+    Parquet input keeps the other columns.
+    """
+    from fairsets.audit.debias_stream import BLOCK_ROWS, apply_in_blocks
     from fairsets.debias.transform import DebiasTransform
 
     if not hasattr(transform, "apply"):
         transform = DebiasTransform.load(transform)
-    vectors, table = read_embeddings(src)
-    if Path(src).suffix != Path(dst).suffix:
-        table = None
-    return write_embeddings(dst, transform.apply(vectors), table)
+    return apply_in_blocks(transform, Path(src), Path(dst), block_rows or BLOCK_ROWS)

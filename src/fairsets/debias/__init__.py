@@ -10,6 +10,8 @@
 * :func:`slerp` — eq. 8-10 (:mod:`.slerp`);
 * :class:`DebiasTransform` / :func:`fit_transform` — eraser + SLERP + compensation ``beta t`` and
   the portable ``.npz`` file, applicable with numpy alone (:mod:`.transform` documents the formula).
+* :class:`~fairsets.debias.rows32.Rows32` — the same transform in float32, row by row, for large
+  files (:mod:`.rows32` states its tolerance).
 
 Importing this package imports neither torch, sklearn nor concept-erasure; fitting does, lazily.
 """

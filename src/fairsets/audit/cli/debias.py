@@ -97,7 +97,7 @@ def debias_apply_cmd(
     embeddings: Annotated[Path, typer.Argument(help="Embeddings: .npy (n, d) or Parquet with 'embedding'.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the debiased embeddings.")],
 ) -> None:
-    """Apply a saved transform to embeddings (numpy only; the same input gives the same bytes)."""
+    """Apply a saved transform to embeddings, streamed in float32 row blocks (same input, same bytes)."""
     from fairsets.audit.debiasing import apply_to_file
 
     try:
