@@ -45,6 +45,7 @@ from ..layout import AnnotationError
 
 __all__ = [
     "ATTRIBUTES",
+    "INSTRUCTION",
     "INVALID",
     "OK",
     "OPTIONS",
@@ -60,7 +61,8 @@ __all__ = [
 #: Parse statuses.
 OK, INVALID, REFUSED = "ok", "invalid", "refused"
 
-_INSTRUCTION = "Answer with a single letter."
+#: The last line of every vote question.
+INSTRUCTION = "Answer with a single letter."
 
 #: Per attribute: the question, and the options as ``(label, text shown to the model)``.
 OPTIONS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
@@ -166,7 +168,7 @@ def build_question(attribute: str, item_id: str, seed: int, *, annotator: str = 
     _rng(seed, annotator, item_id).shuffle(order)
     letters = string.ascii_uppercase[: len(order)]
     lines = [f"{letter}. {text}" for letter, (_, text) in zip(letters, order, strict=True)]
-    text = f"{question}\n" + "\n".join(lines) + f"\n\n{_INSTRUCTION}"
+    text = f"{question}\n" + "\n".join(lines) + f"\n\n{INSTRUCTION}"
     return Question(
         attribute=attribute,
         text=text,

@@ -37,7 +37,7 @@ from typing import Any
 from fairsets.core.atomic import LayoutBusy, layout_lock, sha256_file
 
 from .. import layout
-from .prompts import _INSTRUCTION, OPTIONS
+from .prompts import INSTRUCTION, OPTIONS
 
 __all__ = ["MANIFEST_KEY", "prompt_template", "record_vote", "vote_summary"]
 
@@ -52,7 +52,7 @@ def prompt_template(attribute: str) -> dict[str, Any]:
     template = {
         "text": question,
         "options": [{"label": label, "text": text} for label, text in options],
-        "instruction": _INSTRUCTION,
+        "instruction": INSTRUCTION,
     }
     digest = hashlib.sha256(json.dumps(template, sort_keys=True, ensure_ascii=False).encode("utf-8"))
     return {**template, "prompt_sha256": digest.hexdigest()}
