@@ -18,26 +18,35 @@ calls wait their turn together. The rules:
   them later) and none is sent before the pause ends;
 * time spent waiting for a slot, the rate or a pause is not counted in a download's ``deadline``.
 
-Worker processes of one download share pauses through files in a folder (``pause_dir``): a 429
-seen by one worker pauses the host in every worker from its next request on. Rates and
-connections are not shared that way: the download divides them between its processes
-(:func:`share`).
+Worker processes of one download share each host's schedule through a file per host in a folder
+(``pause_dir``), read and written under an exclusive ``flock``: the next start the rate allows and
+the end of a pause, so the rate holds for all processes together and a 429 seen by one worker
+pauses the host in every worker. Connections are not shared that way: the download divides them
+between its processes (:func:`share`; at least 1 each). Without ``fcntl`` (Windows) the rate is
+divided too.
 
 ``per_host_rate = 0`` and ``per_host_connections = 0`` switch the respective limit off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .policy import FetchPolicy
 from .refusals import TooSlow
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no shared schedule, the rate is divided instead
+    fcntl = None  # type: ignore[assignment]
 
 #: The wait after a 429 without a readable ``Retry-After``: this many seconds, doubled per try.
 DEFAULT_BACKOFF = 1.0
@@ -96,24 +105,38 @@ class HostPacer:
                 host = self._hosts[name] = _Host(self.connections)
             return host
 
-    # --- pauses shared between processes (wall clock in a file per host) ---
+    # --- the schedule shared between processes: a file per host, under an exclusive lock ---
 
-    def _pause_file(self, name: str) -> Path | None:
+    def _schedule_file(self, name: str) -> Path | None:
         if self.pause_dir is None:
             return None
-        return self.pause_dir / (hashlib.sha256(name.encode()).hexdigest()[:32] + ".pause")
+        return self.pause_dir / (hashlib.sha256(name.encode()).hexdigest()[:32] + ".host")
 
-    def _shared_pause(self, name: str, host: _Host) -> None:
-        path = self._pause_file(name)
-        if path is None:
+    @contextlib.contextmanager
+    def _shared(self, name: str) -> Iterator[list[float] | None]:
+        """``[next_at, not_before]`` (wall clock) of ``name`` in every process that shares
+        ``pause_dir``, held under an exclusive ``flock``; written back when the block ends."""
+        path = self._schedule_file(name)
+        if path is None or fcntl is None:
+            yield None
             return
-        try:
-            until_wall = float(path.read_text())
-        except (OSError, ValueError):
-            return
-        until = time.monotonic() + (until_wall - time.time())
-        with self._lock:
-            host.not_before = max(host.not_before, until)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+", encoding="ascii") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.seek(0)
+            try:
+                state = [float(x) for x in f.read().split()[:2]]
+            except ValueError:
+                state = []
+            state = [*state, 0.0, 0.0][:2]
+            before = list(state)
+            yield state
+            if state != before:
+                f.seek(0)
+                f.truncate()
+                f.write(f"{state[0]!r} {state[1]!r}")
+                f.flush()
+            # closing the file releases the lock
 
     def pause(self, name: str, seconds: float) -> None:
         """Pause ``name`` for ``seconds`` from now (a 429's Retry-After), here and in every process
@@ -122,12 +145,35 @@ class HostPacer:
         with self._lock:
             host.not_before = max(host.not_before, time.monotonic() + seconds)
             host.totals.throttled += 1
-        path = self._pause_file(name)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
-            tmp.write_text(repr(time.time() + seconds))
-            os.replace(tmp, path)
+        with self._shared(name) as shared:
+            if shared is not None:
+                shared[1] = max(shared[1], time.time() + seconds)
+
+    def _take(self, name: str, host: _Host, start: float) -> float:
+        """Take ``name``'s next start if it is due; else the seconds until it may be."""
+        with self._lock, self._shared(name) as shared:
+            now = time.monotonic()
+            wall = time.time()
+            next_at, not_before = host.next_at, host.not_before
+            if shared is not None:  # the shared schedule, in this process's monotonic time
+                next_at = max(next_at, shared[0] - wall + now)
+                not_before = max(not_before, shared[1] - wall + now)
+            if not_before - now > self.retry_after_max:
+                host.totals.gave_up += 1
+                raise TooSlow(
+                    "retry_after",
+                    f"{name} asked to wait {not_before - now:.0f} s more (Retry-After), longer "
+                    f"than retry_after_max {self.retry_after_max:g} s",
+                )
+            earliest = max(next_at, not_before)
+            if earliest > now:
+                return earliest - now
+            host.next_at = now + self.interval
+            if shared is not None:
+                shared[0] = wall + self.interval
+            host.totals.requests += 1
+            host.totals.waited_s += now - start
+            return 0.0
 
     def acquire(self, name: str) -> tuple[float, Any]:
         """Wait for ``name``'s turn; return ``(seconds waited, release)``.
@@ -140,24 +186,8 @@ class HostPacer:
         if host.slots is not None:
             host.slots.acquire()
         try:
-            self._shared_pause(name, host)
-            while True:
-                with self._lock:
-                    now = time.monotonic()
-                    if host.not_before - now > self.retry_after_max:
-                        host.totals.gave_up += 1
-                        raise TooSlow(
-                            "retry_after",
-                            f"{name} asked to wait {host.not_before - now:.0f} s more (Retry-After), longer "
-                            f"than retry_after_max {self.retry_after_max:g} s",
-                        )
-                    earliest = max(host.next_at, host.not_before)
-                    if earliest <= now:
-                        host.next_at = now + self.interval
-                        host.totals.requests += 1
-                        host.totals.waited_s += now - start
-                        break
-                time.sleep(earliest - now)
+            while (wait := self._take(name, host, start)) > 0:
+                time.sleep(wait)
         except BaseException:
             if host.slots is not None:
                 host.slots.release()
@@ -206,18 +236,17 @@ def pacer_for(policy: FetchPolicy, pause_dir: str | os.PathLike[str] | None = No
 
 
 def share(policy: FetchPolicy, processes: int) -> FetchPolicy:
-    """``policy`` for one of ``processes`` worker processes: the per-host rate divided between
-    them, and the connections too (at least 1 each, so with more processes than connections a host
-    sees up to ``processes`` connections)."""
+    """``policy`` for one of ``processes`` worker processes that share a ``pause_dir``: the per-host
+    connections divided between them (at least 1 each, so with more processes than connections a
+    host sees up to ``processes`` connections); the rate is kept whole (the shared schedule holds
+    it for all of them), or divided where there is no ``fcntl``."""
     if processes <= 1:
         return policy
     conn = policy.per_host_connections
-    return policy.model_copy(
-        update={
-            "per_host_rate": policy.per_host_rate / processes,
-            "per_host_connections": max(1, conn // processes) if conn > 0 else 0,
-        }
-    )
+    update: dict[str, Any] = {"per_host_connections": max(1, conn // processes) if conn > 0 else 0}
+    if fcntl is None:  # pragma: no cover - Windows
+        update["per_host_rate"] = policy.per_host_rate / processes
+    return policy.model_copy(update=update)
 
 
 def merge_totals(into: dict[str, HostTotals], got: dict[str, dict[str, Any]]) -> None:
