@@ -143,7 +143,8 @@ def _policy_part(rows: list[dict]) -> str:
 
 
 def _hosts_part(out: Path, top: int = 3) -> str:
-    """``; busiest hosts: a.org 120 requests (2 answered 429), ...`` from the call's ``hosts.json``."""
+    """``; hosts that asked to slow down: a.org 2 times in 120 requests, ...`` from the call's
+    ``hosts.json`` (nothing when no host answered 429 or 503 with Retry-After)."""
     import json
 
     from fairsets.fetch.shards.run import HOSTS, WORK
@@ -152,11 +153,10 @@ def _hosts_part(out: Path, top: int = 3) -> str:
         hosts = json.loads((out / WORK / HOSTS).read_text())["hosts"]
     except (OSError, ValueError, KeyError):
         return ""
-    parts = []
-    for name, t in list(hosts.items())[:top]:
-        extra = f" ({t['throttled']} answered 429/503)" if t.get("throttled") else ""
-        parts.append(f"{name} {t['requests']} requests{extra}")
-    return "; busiest hosts: " + ", ".join(parts) if parts else ""
+    slowed = [(name, t) for name, t in hosts.items() if t.get("throttled")]
+    parts = [f"{name} {t['throttled']} times in {t['requests']} requests" for name, t in slowed[:top]]
+    more = f" and {len(slowed) - top} more" if len(slowed) > top else ""
+    return "; hosts that asked to slow down: " + ", ".join(parts) + more if parts else ""
 
 
 def _nothing_hint(rows: list[dict], retry_failed: bool) -> str:
