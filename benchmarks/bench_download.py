@@ -237,7 +237,9 @@ def run_fairsets(spec: dict[str, Any], t0: float) -> tuple[float, int]:
         rows = download_listing(
             spec["input"],
             spec["out"],
-            FetchPolicy(allow_loopback=True, timeout=spec["timeout"]),
+            FetchPolicy(
+                allow_loopback=True, timeout=spec["timeout"], per_host_rate=0, per_host_connections=0
+            ),
             processes=spec["processes"],
             threads=spec["threads"],
             image=ImageSpec(spec["resize_mode"], spec["image_size"]),
@@ -251,7 +253,7 @@ def run_fairsets(spec: dict[str, Any], t0: float) -> tuple[float, int]:
     status = download_urls(
         spec["rows"],
         spec["out"],
-        FetchPolicy(allow_loopback=True, timeout=spec["timeout"]),
+        FetchPolicy(allow_loopback=True, timeout=spec["timeout"], per_host_rate=0, per_host_connections=0),
         processes=spec["processes"],
         threads=spec["threads"],
         shard_size=spec["shard_size"],

@@ -36,6 +36,19 @@ def download_cmd(
     ] = False,
     shard_size: Annotated[int, typer.Option(min=1, help="Samples per shard.")] = 10000,
     timeout: Annotated[float, typer.Option(min=0.1, help="Seconds per connect / socket read.")] = 20,
+    per_host_rate: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Requests started per second per host name, at most, all processes together (0: no limit).",
+        ),
+    ] = 5.0,
+    per_host_connections: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Requests open at once per host name, at most (0: no limit; 2: Wikimedia's policy)."
+        ),
+    ] = 2,
     allow_private: Annotated[
         bool, typer.Option("--allow-private", help="Allow private network addresses (a local mirror).")
     ] = False,
@@ -75,7 +88,13 @@ def download_cmd(
     setup_logging(False, quiet)
     if resize_mode not in RESIZE_MODES:
         die(f"--resize-mode must be one of {', '.join(RESIZE_MODES)}, not {resize_mode!r}")
-    policy = FetchPolicy(allow_loopback=allow_loopback, allow_private=allow_private, timeout=timeout)
+    policy = FetchPolicy(
+        allow_loopback=allow_loopback,
+        allow_private=allow_private,
+        timeout=timeout,
+        per_host_rate=per_host_rate,
+        per_host_connections=per_host_connections,
+    )
     started = time.monotonic()
     rate = _Rate()
     try:
@@ -101,7 +120,7 @@ def download_cmd(
     except (ListingError, LayoutBusy, ValueError, OSError) as exc:
         die(exc)
     seconds = time.monotonic() - started
-    line = f"{summary_line(rows)}{_policy_part(rows)} -> {out}"
+    line = f"{summary_line(rows)}{_policy_part(rows)}{_hosts_part(out)} -> {out}"
     if rate.samples:
         line += (
             f" ({rate.samples} URLs tried in {seconds:.1f} s, {rate.samples / max(seconds, 1e-9):.1f} URLs/s)"
@@ -121,6 +140,23 @@ def _policy_part(rows: list[dict]) -> str:
     if not any(n.values()):
         return ""
     return "; dropped by policy: " + ", ".join(f"{v} {k}" for k, v in n.items() if v)
+
+
+def _hosts_part(out: Path, top: int = 3) -> str:
+    """``; hosts that asked to slow down: a.org 2 times in 120 requests, ...`` from the call's
+    ``hosts.json`` (nothing when no host answered 429 or 503 with Retry-After)."""
+    import json
+
+    from fairsets.fetch.shards.run import HOSTS, WORK
+
+    try:
+        hosts = json.loads((out / WORK / HOSTS).read_text())["hosts"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    slowed = [(name, t) for name, t in hosts.items() if t.get("throttled")]
+    parts = [f"{name} {t['throttled']} times in {t['requests']} requests" for name, t in slowed[:top]]
+    more = f" and {len(slowed) - top} more" if len(slowed) > top else ""
+    return "; hosts that asked to slow down: " + ", ".join(parts) + more if parts else ""
 
 
 def _nothing_hint(rows: list[dict], retry_failed: bool) -> str:

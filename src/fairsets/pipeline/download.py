@@ -54,6 +54,9 @@ def fetch_policy(recipe: Any) -> Any:
         deadline=cfg.deadline,
         min_rate=cfg.min_rate,
         rate_grace=cfg.rate_grace,
+        per_host_rate=cfg.per_host_rate,
+        per_host_connections=cfg.per_host_connections,
+        retry_after_max=cfg.retry_after_max,
     )
 
 

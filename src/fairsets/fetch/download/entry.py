@@ -12,10 +12,14 @@ from fairsets.core.keys import unsafe_key_chars
 from fairsets.core.tables import write_table
 
 from ..guard import FetchPolicy
+from ..guard.hosts import HostTotals, write_host_totals
 from .layout import STATUS_SCHEMA, _list_rounds, _round_name, _write_input
 from .rounds import _load_round, unblocked
 
 log = logging.getLogger("fairsets.fetch.download")  # one logger for the whole package
+
+#: The requests of the last call per host (``write_host_totals``), beside ``status.parquet``.
+HOSTS_FILE = "hosts.json"
 
 
 def _validate(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -69,7 +73,8 @@ def download_urls(
 
     Returns:
         One row per input key, in input order: ``key, url, status, error, round, shard, member,
-        bytes, sha256`` (latest round wins); also written to ``out_dir/status.parquet``.
+        bytes, sha256`` (latest round wins); also written to ``out_dir/status.parquet``. The
+        requests of this call per host are written to ``out_dir/hosts.json``.
 
     Raises:
         ValueError: on duplicate or malformed keys, non-string URLs, or bad arguments.
@@ -79,7 +84,13 @@ def download_urls(
     todo_rows = _validate(rows)
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
-    run_args: dict[str, Any] = {"processes": processes, "threads": threads, "progress": progress}
+    hosts: dict[str, HostTotals] = {}
+    run_args: dict[str, Any] = {
+        "processes": processes,
+        "threads": threads,
+        "progress": progress,
+        "hosts": hosts,
+    }
 
     latest: dict[str, dict[str, Any]] = {}
     rounds = _list_rounds(root)
@@ -108,4 +119,5 @@ def download_urls(
 
     result = [latest[r["key"]] for r in todo_rows]
     write_table(root / "status.parquet", result, schema=STATUS_SCHEMA)
+    write_host_totals(root / HOSTS_FILE, policy, hosts)
     return result

@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import _img2dataset
 from ..guard import FetchPolicy, classify_http_status, guarded_opener, too_slow_reason
+from ..guard.hosts import diff_totals, pacer_for
 
 try:  # img2dataset's modules without its package __init__ (wandb, ray, pandas) nor torch: _img2dataset
     Downloader = _img2dataset.load("downloader").Downloader
@@ -46,27 +47,48 @@ class GuardedDownloader(Downloader):
     shard runs, other threads of the process that call ``urlopen`` get the guarded opener too
     (stricter, never looser), and in-process shards of concurrent calls run one at a time.
 
+    Every thread of the process waits its host's turn (:mod:`fairsets.fetch.guard.hosts`); the
+    processes of one download share the pauses a 429 asks for through ``pause_dir``.
+
     Args:
-        policy: the fetch policy enforced on every request and redirect hop.
+        policy: the fetch policy enforced on every request and redirect hop (the per-host limits
+            of one process).
         user_agent: the User-Agent sent (replaces img2dataset's browser-like one).
+        pause_dir: the folder of the pauses shared between the download's processes (None: none).
         **kwargs: img2dataset ``Downloader`` arguments.
     """
 
-    def __init__(self, *, policy: FetchPolicy, user_agent: str, **kwargs: Any) -> None:
+    def __init__(
+        self, *, policy: FetchPolicy, user_agent: str, pause_dir: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.policy = policy
         self.user_agent = user_agent
+        self.pause_dir = pause_dir
 
     def __call__(self, row: tuple[int, str]) -> tuple[bool, tuple[int, str]]:
         """Download one img2dataset shard ``(shard_id, arrow_file)`` behind the guard."""
-        opener = guarded_opener(self.policy, self.user_agent)
-        with _OPENER_LOCK:
+        return self.run_shard(row)[:2]  # type: ignore[return-value]
+
+    def run_shard(self, row: tuple[int, str]) -> tuple[bool, tuple[int, str], dict[str, dict]]:
+        """:meth:`__call__`, and the shard's requests per host (:meth:`HostPacer.totals` of it)."""
+        opener = guarded_opener(self.policy, self.user_agent, pause_dir=self.pause_dir)
+        pacer = pacer_for(self.policy, self.pause_dir)
+        with _OPENER_LOCK:  # one shard at a time per process: the totals are this shard's
+            before = pacer.totals() if pacer is not None else {}
             previous = urllib.request._opener  # type: ignore[attr-defined]
             urllib.request.install_opener(opener)
             try:
-                return super().__call__(row)
+                ok, done = super().__call__(row)
             finally:
                 urllib.request.install_opener(previous)
+            hosts = diff_totals(pacer.totals(), before) if pacer is not None else {}
+        return ok, done, hosts
+
+
+def _run_shard(downloader: GuardedDownloader, row: tuple[int, str]) -> tuple[bool, tuple[int, str], dict]:
+    """A worker's task: one shard and its totals per host (picklable: a module-level function)."""
+    return downloader.run_shard(row)
 
 
 # --- classification ---

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import logging
@@ -19,8 +20,9 @@ from fairsets.core.tables import write_table
 
 from .. import _img2dataset
 from ..guard import FetchPolicy, allowing_flag, url_problem
+from ..guard.hosts import HostTotals, merge_totals, share
 from ..retry import user_agent as default_user_agent
-from .guarded import GuardedDownloader, classify_img2dataset
+from .guarded import GuardedDownloader, _run_shard, classify_img2dataset
 from .images import ENCODE_FORMAT, ORIGINAL_HASH, ImageSpec
 from .layout import (
     _ROUND_STATUS,
@@ -49,7 +51,13 @@ class _LogWriter(io.TextIOBase):
 
 
 def _round_downloader(
-    round_dir: Path, inp: _ShardInput, policy: FetchPolicy, *, threads: int, column_list: list[str]
+    round_dir: Path,
+    inp: _ShardInput,
+    policy: FetchPolicy,
+    *,
+    threads: int,
+    column_list: list[str],
+    pause_dir: str | None = None,
 ) -> GuardedDownloader:
     """The img2dataset downloader of a round (or of any :class:`_ShardInput`): guarded, pixel-capped,
     images stored as ``inp.image`` says, captions saved when the input has them."""
@@ -59,6 +67,7 @@ def _round_downloader(
     return GuardedDownloader(
         policy=policy,
         user_agent=default_user_agent(),
+        pause_dir=pause_dir,
         sample_writer_class=WebDatasetSampleWriter,
         resizer=resizer,
         thread_count=threads,
@@ -87,8 +96,14 @@ def _run_shards(
     processes: int,
     threads: int,
     progress: Callable[[int, int], None] | None,
+    hosts: dict[str, HostTotals] | None = None,
 ) -> None:
-    """Download the shards of ``inp`` that have no stats yet (img2dataset incremental mode)."""
+    """Download the shards of ``inp`` that have no stats yet (img2dataset incremental mode).
+
+    The per-host limits of ``policy`` hold for the whole run: with several worker processes each
+    gets its share (:func:`~fairsets.fetch.guard.hosts.share`), and they share 429 pauses through
+    files under ``inp.tmp_dir``. ``hosts`` (when given) gets the requests made per host added.
+    """
     Reader = _img2dataset.load("reader").Reader
 
     done = inp.done_shards()
@@ -118,9 +133,24 @@ def _run_shards(
         str(tmp_dir),
         0,
     )
-    downloader = _round_downloader(inp.out_dir, inp, policy, threads=threads, column_list=reader.column_list)
     with contextlib.redirect_stdout(_LogWriter()):
         shards = list(reader)
+    workers = min(processes, len(shards)) if processes else 1
+    if workers > 1 and 0 < policy.per_host_connections < workers:
+        log.warning(
+            "%d download processes share per_host_connections %d: each gets 1, so a host may see %d",
+            workers,
+            policy.per_host_connections,
+            workers,
+        )
+    downloader = _round_downloader(
+        inp.out_dir,
+        inp,
+        share(policy, workers),
+        threads=threads,
+        column_list=reader.column_list,
+        pause_dir=str(tmp_dir / "hosts") if workers > 1 else None,
+    )
     if progress is not None:  # where this run starts: the samples of the shards already done
         progress(finished, total)
 
@@ -130,7 +160,9 @@ def _run_shards(
     def run(todo: list[tuple[int, str]], pool: Any) -> list[tuple[int, str]]:
         nonlocal finished
         failed = []
-        for ok, row in _map_shards(downloader, todo, pool):
+        for ok, row, per_host in _map_shards(downloader, todo, pool):
+            if hosts is not None:
+                merge_totals(hosts, per_host)
             if ok:
                 finished += shard_len(row[0])
                 if progress is not None:
@@ -184,12 +216,12 @@ def _worker_pool(processes: int, n_shards: int) -> Iterator[Any]:
 
 def _map_shards(
     downloader: GuardedDownloader, shards: list[tuple[int, str]], pool: Any
-) -> Iterator[tuple[bool, tuple[int, str]]]:
+) -> Iterator[tuple[bool, tuple[int, str], dict[str, dict]]]:
     if pool is None or not shards:
         for shard in shards:
-            yield downloader(shard)
+            yield downloader.run_shard(shard)
         return
-    yield from pool.imap_unordered(downloader, shards)
+    yield from pool.imap_unordered(functools.partial(_run_shard, downloader), shards)
 
 
 def _shard_rows(
@@ -278,13 +310,14 @@ def _load_round(
     processes: int,
     threads: int,
     progress: Callable[[int, int], None] | None,
+    hosts: dict[str, HostTotals] | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of a round, resuming it first if it is not complete."""
     marker = round_dir / _ROUND_STATUS
     if marker.exists():
         return pq.read_table(marker).to_pylist()
     inp = _RoundInput(round_dir)
-    _run_shards(inp, policy, processes=processes, threads=threads, progress=progress)
+    _run_shards(inp, policy, processes=processes, threads=threads, progress=progress, hosts=hosts)
     rows, complete = _round_rows(out_dir, idx, round_dir, inp)
     if complete:
         write_table(marker, rows, schema=STATUS_SCHEMA)

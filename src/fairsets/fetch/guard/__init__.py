@@ -35,6 +35,9 @@ enforced where the socket is made, not where the URL is parsed:
   handshake (bounded as a whole by the socket timeout) and every socket read and write of a
   guarded connection get at most the time left. Passing a limit raises :class:`TooSlow` (a
   ``TimeoutError``: transient, retried, the sample *fails* rather than being rejected);
+* every request waits its host's turn (:mod:`.hosts`): at most ``per_host_connections`` open and
+  ``per_host_rate`` started per second per host name, and none before a 429's ``Retry-After``
+  (the URL is sent again after it, at most ``throttle_retries`` times);
 * a successful response whose ``X-Robots-Tag`` carries a disallowed directive (``noai``,
   ``noimageai``) for every robot or for our token (``fairsets: noai``) raises :class:`OptedOut`;
   directives addressed to another robot (``otherbot: noai``) do not apply.
@@ -62,7 +65,9 @@ Modules, one idea each: :mod:`.policy` (the knobs), :mod:`.refusals` (the except
 reasons), :mod:`.special` (the IANA special-purpose table), :mod:`.urls` (URLs that can never be
 fetched), :mod:`.addresses` (the address check
 at the socket), :mod:`.robots` (``X-Robots-Tag``),
-:mod:`.clock` (deadline and minimum rate), :mod:`.opener` (the urllib plumbing) and
+:mod:`.clock` (deadline and minimum rate), :mod:`.hosts` (politeness per host: connections,
+rate and ``Retry-After`` pauses shared by a process's threads and a download's processes),
+:mod:`.opener` (the urllib plumbing) and
 :mod:`.one_url` (:func:`fetch_url`).
 """
 

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import functools
 import http.client
+import io
 import logging
 import urllib.parse
 import urllib.request
+import weakref
 from typing import Any
 
 from .addresses import _connect_checked
 from .clock import _Clock, _metered_connect
+from .hosts import DEFAULT_BACKOFF, HostPacer, pacer_for
 from .policy import FetchPolicy
 from .refusals import (
     BlockedScheme,
@@ -79,30 +82,79 @@ def _start_clock(req: urllib.request.Request, policy: FetchPolicy) -> None:
         req._fairsets_clock = _Clock(policy)  # type: ignore[attr-defined]
 
 
+def _paced_open(pacer: HostPacer | None, req: urllib.request.Request, open_: Any) -> Any:
+    """``open_()`` in the host's turn (:mod:`.hosts`): the wait is not counted in the deadline, and
+    the connection slot is given back when the answer is closed (``req._fairsets_release``)."""
+    if pacer is None:
+        return open_()
+    waited, release = pacer.acquire(_host(req).lower())
+    clock = _clock_of(req)
+    if clock is not None:
+        clock.start += waited
+    try:
+        response = open_()
+    except BaseException:
+        release()
+        raise
+    req._fairsets_release = release  # type: ignore[attr-defined]
+    return response
+
+
 class _GuardedHTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, policy: FetchPolicy, checked: bool = True) -> None:
+    def __init__(self, policy: FetchPolicy, checked: bool = True, pacer: HostPacer | None = None) -> None:
         super().__init__()
         self._policy = policy
         self._checked = checked
+        self._pacer = pacer
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         conn = functools.partial(
             _GuardedHTTPConnection, policy=self._policy, clock=_clock_of(req), checked=self._checked
         )
-        return self.do_open(conn, req)
+        return _paced_open(self._pacer, req, lambda: self.do_open(conn, req))
 
 
 class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, policy: FetchPolicy, checked: bool = True) -> None:
+    def __init__(self, policy: FetchPolicy, checked: bool = True, pacer: HostPacer | None = None) -> None:
         super().__init__()
         self._policy = policy
         self._checked = checked
+        self._pacer = pacer
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         conn = functools.partial(
             _GuardedHTTPSConnection, policy=self._policy, clock=_clock_of(req), checked=self._checked
         )
-        return self.do_open(conn, req, context=self._context)
+        return _paced_open(self._pacer, req, lambda: self.do_open(conn, req, context=self._context))
+
+
+class _ThrottleHandler(urllib.request.BaseHandler):
+    """A 429 (or a 503 with ``Retry-After``) pauses its host (:meth:`HostPacer.pause`) and sends the
+    request again in the host's next turn, at most ``throttle_retries`` times; then, or when the
+    pause is longer than ``retry_after_max``, the error stands (``http_429``: the row fails)."""
+
+    def __init__(self, policy: FetchPolicy, pacer: HostPacer) -> None:
+        self._policy = policy
+        self._pacer = pacer
+
+    def http_error_429(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any) -> Any:
+        from ..retry import parse_retry_after
+
+        retry_after = parse_retry_after(headers.get("Retry-After")) if headers is not None else None
+        if code == 503 and retry_after is None:
+            return None  # an ordinary 503: the error stands
+        tries = getattr(req, "_fairsets_throttled", 0)
+        wait = retry_after if retry_after is not None else DEFAULT_BACKOFF * 2**tries
+        self._pacer.pause(_host(req).lower(), wait)
+        if tries >= self._policy.throttle_retries or wait > self._policy.retry_after_max:
+            return None
+        fp.close()
+        log.debug("%s answered %d: paused %.1f s, try %d", _host(req), code, wait, tries + 1)
+        req._fairsets_throttled = tries + 1  # type: ignore[attr-defined]
+        req._fairsets_clock = _Clock(self._policy)  # type: ignore[attr-defined]  # a new try: a new deadline
+        return self.parent.open(req, timeout=req.timeout)
+
+    http_error_503 = http_error_429
 
 
 class _ClockStarter(urllib.request.BaseHandler):
@@ -183,11 +235,14 @@ class _RedirectHandler(urllib.request.HTTPRedirectHandler):
 class _CappedResponse:
     """A response whose body reads raise :class:`TooLarge` past ``max_bytes``; all else delegates."""
 
-    def __init__(self, raw: Any, max_bytes: int, host: str) -> None:
+    def __init__(self, raw: Any, max_bytes: int, host: str, release: Any = None) -> None:
         self._raw = raw
         self._max = max_bytes
         self._host = host
         self._seen = 0
+        self._release = release  # gives the host's connection slot back (hosts.py)
+        if release is not None:  # an answer dropped without close() frees its slot when collected
+            weakref.finalize(self, release)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._raw, name)
@@ -195,7 +250,7 @@ class _CappedResponse:
     def _count(self, n: int) -> None:
         self._seen += n
         if self._seen > self._max:
-            self._raw.close()
+            self.close()
             raise TooLarge(f"body from {self._host} exceeds {self._max} bytes")
 
     def _read(self, n: int) -> bytes:
@@ -205,7 +260,7 @@ class _CappedResponse:
             # Content-Length still missing: a truncated image would decode and be published.
             missing = getattr(self._raw, "length", None)
             if isinstance(missing, int) and missing > 0:
-                self._raw.close()
+                self.close()
                 raise http.client.IncompleteRead(b"", missing)
         return data
 
@@ -249,6 +304,30 @@ class _CappedResponse:
 
     def close(self) -> None:
         self._raw.close()
+        if self._release is not None:
+            self._release()
+
+
+class _ReadError(io.BytesIO):
+    """A redirect or error answer read into memory (at most ``_ERROR_BODY`` bytes) and closed, so
+    that its connection slot is free whatever happens next (a refused redirect, an ``HTTPError``
+    nobody closes)."""
+
+    def __init__(self, raw: Any, limit: int) -> None:
+        try:
+            data = raw.read(limit)
+        except (OSError, http.client.HTTPException, ValueError):
+            data = b""
+        raw.close()
+        super().__init__(data)
+        self._raw = raw
+        self.length = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+_ERROR_BODY = 64 * 1024
 
 
 class _ResponseGuard(urllib.request.BaseHandler):
@@ -274,6 +353,20 @@ class _ResponseGuard(urllib.request.BaseHandler):
 
     def http_response(self, req: urllib.request.Request, response: Any) -> Any:
         host = _host(req)
+        release = getattr(req, "_fairsets_release", None)
+        req._fairsets_release = None  # type: ignore[attr-defined]  # the answer owns it now
+        try:
+            return self._vet(req, response, host, release)
+        except BaseException:
+            if release is not None:
+                release()
+            raise
+
+    def _vet(self, req: urllib.request.Request, response: Any, host: str, release: Any) -> Any:
+        if not 200 <= response.status < 300 and release is not None:  # a redirect or an error
+            response = _ReadError(response, min(_ERROR_BODY, self._policy.max_bytes))
+            release()
+            release = None
         if 200 <= response.status < 300:
             length = response.headers.get("Content-Length")
             try:
@@ -287,15 +380,19 @@ class _ResponseGuard(urllib.request.BaseHandler):
             if directive is not None:
                 response.close()
                 raise OptedOut(f"X-Robots-Tag {directive!r} from {host}")
-        return _CappedResponse(response, self._policy.max_bytes, host)
+        return _CappedResponse(response, self._policy.max_bytes, host, release)
 
     https_response = http_response
 
 
-def guarded_opener(policy: FetchPolicy, user_agent: str | None = None) -> urllib.request.OpenerDirector:
+def guarded_opener(
+    policy: FetchPolicy, user_agent: str | None = None, *, pause_dir: str | None = None
+) -> urllib.request.OpenerDirector:
     """Build an opener that enforces ``policy`` on every request and redirect hop.
 
-    The opener has no proxy, FTP, file or data handlers. Its result can be used like
+    Requests wait their host's turn (``per_host_rate``, ``per_host_connections``, a 429's
+    ``Retry-After``: :mod:`.hosts`), shared with every guarded opener of the process under the same
+    limits. The opener has no proxy, FTP, file or data handlers. Its result can be used like
     ``urllib.request.urlopen``'s: ``with opener.open(req, timeout=t) as r: r.headers; r.read()``
     — ``urllib.request.install_opener(guarded_opener(policy))`` makes ``urlopen`` itself guarded.
 
@@ -303,6 +400,8 @@ def guarded_opener(policy: FetchPolicy, user_agent: str | None = None) -> urllib
         policy: the fetch policy.
         user_agent: the User-Agent sent on every request (replacing the request's own); default
             :func:`fairsets.fetch.retry.user_agent`.
+        pause_dir: a folder through which the worker processes of one download share the
+            pauses 429s ask for (None: this process only).
 
     Returns:
         The opener.
@@ -311,16 +410,18 @@ def guarded_opener(policy: FetchPolicy, user_agent: str | None = None) -> urllib
         from ..retry import user_agent as default_user_agent
 
         user_agent = default_user_agent()
+    pacer = pacer_for(policy, pause_dir)
     opener = urllib.request.OpenerDirector()
     for handler in (
         _SchemeGuard(policy),
         _ResponseGuard(policy, user_agent),
-        _GuardedHTTPHandler(policy),
-        _GuardedHTTPSHandler(policy),
+        _GuardedHTTPHandler(policy, pacer=pacer),
+        _GuardedHTTPSHandler(policy, pacer=pacer),
         urllib.request.HTTPDefaultErrorHandler(),
         _RedirectHandler(policy),
         urllib.request.HTTPErrorProcessor(),
         urllib.request.UnknownHandler(),
+        *([_ThrottleHandler(policy, pacer)] if pacer is not None else []),
     ):
         opener.add_handler(handler)
     return opener

@@ -43,6 +43,27 @@ class FetchPolicy(BaseModel):
         gt=0,
         description="seconds before min_rate applies (connect, a slow first byte; as long as timeout)",
     )
+    per_host_rate: float = Field(
+        default=5.0,
+        ge=0,
+        description="requests started per second per host name, at most (0: no limit); shared by the "
+        "threads of a process and divided between a download's processes (fetch/guard/hosts.py)",
+    )
+    per_host_connections: int = Field(
+        default=2,
+        ge=0,
+        description="requests open at once per host name, at most (0: no limit); 2 is Wikimedia's robot "
+        "policy for upload.wikimedia.org ('a total concurrency of at most 2')",
+    )
+    retry_after_max: float = Field(
+        default=60,
+        ge=0,
+        description="longest pause a 429 (Retry-After) is waited out for; a longer one fails the host's "
+        "rows at once (too slow (retry_after)), sending nothing before it ends",
+    )
+    throttle_retries: int = Field(
+        default=3, ge=0, description="times one URL is sent again after a 429 (or a 503 with Retry-After)"
+    )
     max_redirects: int = Field(default=5, ge=0, description="redirects followed at most")
     disallowed_directives: tuple[str, ...] = Field(
         default=("noai", "noimageai"), description="X-Robots-Tag directives that forbid our use"

@@ -67,7 +67,9 @@ class TooSlow(TimeoutError):
     Transient (the server may be fast tomorrow), so a ``TimeoutError``: retried by
     :func:`fairsets.fetch.retry.call_with_retry`, and a sample that hits it *fails* (retriable
     with ``--retry-failed``) rather than being rejected. The text starts with
-    ``too slow (<reason>)``, reason ``deadline`` or ``min_rate``; it names the host, never a URL.
+    ``too slow (<reason>)``, reason ``deadline``, ``min_rate`` or ``retry_after`` (the host asked,
+    with a 429's ``Retry-After``, for a pause longer than ``retry_after_max``: :mod:`.hosts`); it
+    names the host, never a URL.
 
     Attributes:
         reason: ``deadline`` or ``min_rate``.
@@ -83,7 +85,7 @@ class TooSlow(TimeoutError):
 
 
 _REFUSAL_RE = re.compile(r"refused \(([a-z_]+)\)")
-_TOO_SLOW_RE = re.compile(r"too slow \((deadline|min_rate)\): (.*?)>?$", re.S)
+_TOO_SLOW_RE = re.compile(r"too slow \((deadline|min_rate|retry_after)\): (.*?)>?$", re.S)
 
 
 def too_slow_reason(text: str | None) -> tuple[str, str] | None:
@@ -93,7 +95,7 @@ def too_slow_reason(text: str | None) -> tuple[str, str] | None:
         text: an error message (``"<urlopen error too slow (deadline): ...>"``).
 
     Returns:
-        ``("deadline" | "min_rate", detail)``, or None if ``text`` is not a :class:`TooSlow`.
+        ``("deadline" | "min_rate" | "retry_after", detail)``, or None if ``text`` is not a :class:`TooSlow`.
     """
     if not text:
         return None

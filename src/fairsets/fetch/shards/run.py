@@ -22,6 +22,7 @@ from ..download.images import ImageSpec, originals_record
 from ..download.layout import STATUS_COLUMNS, STATUS_SCHEMA, _list_rounds, _oom_shards, _ShardInput
 from ..download.rounds import SHARD_NOT_DONE, _not_done_rows, _run_shards, _shard_rows, unblocked
 from ..guard import FetchPolicy
+from ..guard.hosts import HostTotals, write_host_totals
 from .listing import REJECT_COL, ListingError, check_listing_file, fingerprint, read_listing
 from .merge import _oom_sample, merge_retry, read_rounds
 from .policy import RowPolicy, apply_policy
@@ -30,6 +31,7 @@ log = logging.getLogger("fairsets.fetch.download")
 
 WORK = ".fairsets"
 _META = "listing.json"
+HOSTS = "hosts.json"  # the requests of the last call per host (write_host_totals)
 _INPUT = "input.parquet"
 _TARGET_COL = "fairsets_target"
 _RETRY_RE = re.compile(r"^retry-(\d{3,})$")
@@ -76,7 +78,8 @@ def download_listing(
     Returns:
         One status row per listing row, in listing order (``STATUS_COLUMNS``; ``key`` is
         img2dataset's key, ``round`` the retry round that last downloaded it, 0 for the first
-        download); also written to ``out_dir/status.parquet``.
+        download); also written to ``out_dir/status.parquet``; the requests of this call per host
+        (and the limits they were made under) to ``out_dir/.fairsets/hosts.json``.
 
     Raises:
         ListingError: the listing cannot be used, or ``out_dir`` holds another download.
@@ -107,7 +110,13 @@ def _download(
     progress: Callable[[int, int], None] | None,
 ) -> list[dict[str, Any]]:
     work = root / WORK
-    run_args: dict[str, Any] = {"processes": processes, "threads": threads, "progress": progress}
+    hosts: dict[str, HostTotals] = {}
+    run_args: dict[str, Any] = {
+        "processes": processes,
+        "threads": threads,
+        "progress": progress,
+        "hosts": hosts,
+    }
     inp = _ShardInput(
         work / _INPUT,
         root,
@@ -145,6 +154,7 @@ def _download(
             _finish_retry(root, rdir, idx, inp, shard_of.__getitem__, policy, run_args)
             rows = _status(root, inp, keys)
     write_table(root / "status.parquet", rows, schema=STATUS_SCHEMA)
+    write_host_totals(work / HOSTS, policy, hosts)
     return rows
 
 
