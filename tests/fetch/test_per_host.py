@@ -229,3 +229,33 @@ def test_cli_names_the_host_that_asked_to_slow_down(tmp_path, names, no_egress, 
     assert text.startswith(
         "3 rows: 3 ok, 0 rejected, 0 failed; hosts that asked to slow down: t.test 1 times in 4 "
     )
+
+
+def test_loopback_names_are_paced_only_when_asked() -> None:
+    """The default limits pace remote hosts; this machine (``localhost``, ``*.localhost``, loopback
+    IPs) is paced only with ``pace_loopback`` (a command sets it when the limits are given). A
+    pause (Retry-After) holds for every host."""
+    import time
+
+    from fairsets.fetch.guard.hosts import HostPacer, is_loopback_name
+
+    assert all(map(is_loopback_name, ["localhost", "a.localhost", "127.0.0.1", "127.9.9.9", "[::1]"]))
+    assert not any(map(is_loopback_name, ["a.test", "example.org", "10.0.0.1", "localhost.example"]))
+
+    def second_wait(pacer: HostPacer, host: str) -> float:
+        _, release = pacer.acquire(host)
+        release()
+        waited, release = pacer.acquire(host)
+        release()
+        return waited
+
+    free = HostPacer(rate=2, connections=1, retry_after_max=10)
+    assert second_wait(free, "127.0.0.1") < 0.1 and second_wait(free, "localhost") < 0.1
+    assert second_wait(free, "a.test") >= 0.4  # 2 requests/s: the second start waits ~0.5 s
+    paced = HostPacer(rate=2, connections=1, retry_after_max=10, pace_loopback=True)
+    assert second_wait(paced, "127.0.0.1") >= 0.4
+    free.pause("localhost", 0.5)
+    start = time.monotonic()
+    _, release = free.acquire("localhost")
+    release()
+    assert time.monotonic() - start >= 0.45  # Retry-After is honoured for loopback too

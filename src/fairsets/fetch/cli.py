@@ -37,18 +37,20 @@ def download_cmd(
     shard_size: Annotated[int, typer.Option(min=1, help="Samples per shard.")] = 10000,
     timeout: Annotated[float, typer.Option(min=0.1, help="Seconds per connect / socket read.")] = 20,
     per_host_rate: Annotated[
-        float,
+        float | None,
         typer.Option(
             min=0,
-            help="Requests started per second per host name, at most, all processes together (0: no limit).",
+            help="Requests started per second per host name, at most, all processes together (0: no "
+            "limit; default 5, loopback names unpaced unless this or the next option is given).",
         ),
-    ] = 5.0,
+    ] = None,
     per_host_connections: Annotated[
-        int,
+        int | None,
         typer.Option(
-            min=0, help="Requests open at once per host name, at most (0: no limit; 2: Wikimedia's policy)."
+            min=0,
+            help="Requests open at once per host name, at most (0: no limit; default 2, Wikimedia's policy).",
         ),
-    ] = 2,
+    ] = None,
     allow_private: Annotated[
         bool, typer.Option("--allow-private", help="Allow private network addresses (a local mirror).")
     ] = False,
@@ -92,8 +94,10 @@ def download_cmd(
         allow_loopback=allow_loopback,
         allow_private=allow_private,
         timeout=timeout,
-        per_host_rate=per_host_rate,
-        per_host_connections=per_host_connections,
+        # the defaults pace remote hosts; limits given here apply to loopback names too
+        pace_loopback=per_host_rate is not None or per_host_connections is not None,
+        **({"per_host_rate": per_host_rate} if per_host_rate is not None else {}),
+        **({"per_host_connections": per_host_connections} if per_host_connections is not None else {}),
     )
     started = time.monotonic()
     rate = _Rate()

@@ -142,15 +142,17 @@ class DownloadConfig(_Strict):
     processes: int = Field(default=1, ge=0, description="img2dataset processes; 0 = in this process")
     threads: int = Field(default=16, ge=1, description="download threads per process")
     shard_size: int = Field(default=1000, ge=1, description="images per download shard")
-    per_host_rate: float = Field(
-        default=5.0,
+    per_host_rate: float | None = Field(
+        default=None,
         ge=0,
-        description="requests started per second per host name, all processes together (0: no limit)",
+        description="requests started per second per host name, all processes together (0: no limit; "
+        "default 5 for remote hosts; given here, it paces loopback names too)",
     )
-    per_host_connections: int = Field(
-        default=2,
+    per_host_connections: int | None = Field(
+        default=None,
         ge=0,
-        description="requests open at once per host name (0: no limit; 2: Wikimedia's robot policy)",
+        description="requests open at once per host name (0: no limit; default 2, Wikimedia's robot "
+        "policy, for remote hosts; given here, it paces loopback names too)",
     )
     retry_after_max: float = Field(
         default=60.0, ge=0, description="longest 429 Retry-After waited out; longer fails the host's rows"

@@ -54,8 +54,11 @@ def fetch_policy(recipe: Any) -> Any:
         deadline=cfg.deadline,
         min_rate=cfg.min_rate,
         rate_grace=cfg.rate_grace,
-        per_host_rate=cfg.per_host_rate,
-        per_host_connections=cfg.per_host_connections,
+        pace_loopback=cfg.per_host_rate is not None or cfg.per_host_connections is not None,
+        **({"per_host_rate": cfg.per_host_rate} if cfg.per_host_rate is not None else {}),
+        **(
+            {"per_host_connections": cfg.per_host_connections} if cfg.per_host_connections is not None else {}
+        ),
         retry_after_max=cfg.retry_after_max,
     )
 

@@ -25,7 +25,11 @@ pauses the host in every worker. Connections are not shared that way: the downlo
 between its processes (:func:`share`; at least 1 each). Without ``fcntl`` (Windows) the rate is
 divided too.
 
-``per_host_rate = 0`` and ``per_host_connections = 0`` switch the respective limit off.
+``per_host_rate = 0`` and ``per_host_connections = 0`` switch the respective limit off. Loopback
+host names (``localhost``, ``*.localhost``, ``127.0.0.0/8``, ``::1``: your own machine, reachable
+only with ``--allow-loopback``) get no rate or connection limit unless the policy says
+``pace_loopback`` (a command does when the limits were given explicitly); a 429's ``Retry-After``
+is honoured for every host.
 """
 
 from __future__ import annotations
@@ -77,8 +81,23 @@ class HostTotals:
         }
 
 
+def is_loopback_name(name: str) -> bool:
+    """``name`` (a URL's host) names this machine: ``localhost``, ``*.localhost`` or a loopback IP."""
+    import ipaddress
+
+    name = name.strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 class _Host:
-    def __init__(self, connections: int) -> None:
+    def __init__(self, connections: int, paced: bool = True) -> None:
+        self.paced = paced  # rate and connections apply (not to an exempt loopback name)
+        connections = connections if paced else 0
         self.slots = threading.BoundedSemaphore(connections) if connections > 0 else None
         self.next_at = 0.0  # monotonic: the earliest next start (rate)
         self.not_before = 0.0  # monotonic: the end of a pause (Retry-After)
@@ -89,8 +108,14 @@ class HostPacer:
     """The per-host limits of one process (see the module docstring)."""
 
     def __init__(
-        self, rate: float, connections: int, retry_after_max: float, pause_dir: str | None = None
+        self,
+        rate: float,
+        connections: int,
+        retry_after_max: float,
+        pause_dir: str | None = None,
+        pace_loopback: bool = False,
     ) -> None:
+        self.pace_loopback = pace_loopback
         self.interval = 1.0 / rate if rate > 0 else 0.0
         self.connections = connections
         self.retry_after_max = retry_after_max
@@ -102,7 +127,8 @@ class HostPacer:
         with self._lock:
             host = self._hosts.get(name)
             if host is None:
-                host = self._hosts[name] = _Host(self.connections)
+                paced = self.pace_loopback or not is_loopback_name(name)
+                host = self._hosts[name] = _Host(self.connections, paced)
             return host
 
     # --- the schedule shared between processes: a file per host, under an exclusive lock ---
@@ -168,9 +194,10 @@ class HostPacer:
             earliest = max(next_at, not_before)
             if earliest > now:
                 return earliest - now
-            host.next_at = now + self.interval
+            interval = self.interval if host.paced else 0.0
+            host.next_at = now + interval
             if shared is not None:
-                shared[0] = wall + self.interval
+                shared[0] = wall + interval
             host.totals.requests += 1
             host.totals.waited_s += now - start
             return 0.0
@@ -227,6 +254,7 @@ def pacer_for(policy: FetchPolicy, pause_dir: str | os.PathLike[str] | None = No
         policy.per_host_connections,
         policy.retry_after_max,
         str(pause_dir) if pause_dir else None,
+        policy.pace_loopback,
     )
     with _PACERS_LOCK:
         pacer = _PACERS.get(key)
@@ -278,7 +306,13 @@ def write_host_totals(
 
     limits = {
         k: getattr(policy, k)
-        for k in ("per_host_rate", "per_host_connections", "retry_after_max", "throttle_retries")
+        for k in (
+            "per_host_rate",
+            "per_host_connections",
+            "retry_after_max",
+            "throttle_retries",
+            "pace_loopback",
+        )
     }
     ranked = sorted(hosts.items(), key=lambda kv: (-kv[1].requests, kv[0]))
     atomic_write_text(

@@ -55,6 +55,11 @@ class FetchPolicy(BaseModel):
         description="requests open at once per host name, at most (0: no limit); 2 is Wikimedia's robot "
         "policy for upload.wikimedia.org ('a total concurrency of at most 2')",
     )
+    pace_loopback: bool = Field(
+        default=False,
+        description="apply per_host_rate and per_host_connections to loopback host names too (a local "
+        "mirror or test server is otherwise not paced; a command sets it when the limits are given)",
+    )
     retry_after_max: float = Field(
         default=60,
         ge=0,
