@@ -21,7 +21,7 @@ from fairsets.annotate import layout
 from fairsets.annotate.boxes.persons import annotate_persons
 from fairsets.annotate.boxes.task import DENIED_REASON
 
-URLS = [f"http://img.example/{n}.jpg" for n in ("bus", "zidane", "bus-copy", "zidane-copy")]
+URLS = [f"http://127.0.0.1:9/{n}.jpg" for n in ("bus", "zidane", "bus-copy", "zidane-copy")]
 
 
 def _shard(tmp_path: Path, yolo_assets: Path, shard_writer: Any) -> Path:
@@ -43,7 +43,7 @@ def test_listed_images_are_rejected_with_nothing_kept(tmp_path, yolo_assets, fal
     # one URL as written, one as its sha256 (upper case), a comment and a URL not in the shard
     deny.write_text(
         f"# removal requests\n{URLS[1]}\n{hashlib.sha256(URLS[2].encode()).hexdigest().upper()}\n"
-        "http://elsewhere.example/x.jpg\n"
+        "http://127.0.0.1:9/elsewhere.jpg\n"
     )
     ann = tmp_path / "ann"
     kw = {"model": fall_weights, "person_classes": ["Normal", "Fall"], "workers": 0}

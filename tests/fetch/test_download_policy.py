@@ -63,7 +63,7 @@ def test_deny_list_and_safety_rule_drop_rows_before_download(
     # a published removal list: one URL as is, one as its sha256, a comment, a URL not in the listing
     deny.write_text(
         f"# removals\n{urls[0]}\n{hashlib.sha256(urls[6].encode()).hexdigest().upper()}\n"
-        "https://example.org/not-listed.jpg\n\n"
+        "http://127.0.0.1:9/not-listed.jpg\n\n"
     )
     out = tmp_path / "shards"
     code, stdout, err = _cli([listing, "--out", out, "--deny", deny, "--drop-unsafe", "punsafe>0.5"], capsys)

@@ -77,17 +77,18 @@ def _source_state(path: str) -> dict[str, int] | None:
 
 
 def _deny_spec(deny: str | Path | None) -> dict[str, Any] | None:
-    """``{"hashes": [...], "sha256": digest of the sorted list}`` of a deny list, or None."""
+    """``{"deny_hashes": [...], "deny_sha256": digest}`` of a deny list (the digest as ``fairsets
+    download`` records its own list's, :class:`~fairsets.fetch.shards.policy.RowPolicy`), or None."""
     if deny is None:
         return None
     from fairsets.fetch.shards.listing import ListingError
-    from fairsets.fetch.shards.policy import read_deny_file
+    from fairsets.fetch.shards.policy import RowPolicy, read_deny_file
 
     try:
-        hashes = sorted(read_deny_file(deny))
+        policy = RowPolicy(deny=read_deny_file(deny))
     except ListingError as exc:
         raise layout.AnnotationError(str(exc)) from None
-    return {"hashes": hashes, "sha256": hashlib.sha256("\n".join(hashes).encode()).hexdigest()}
+    return {"deny_hashes": sorted(policy.deny), "deny_sha256": policy.settings["deny_sha256"]}
 
 
 def _fingerprint(detection: dict[str, Any]) -> str:
@@ -225,7 +226,7 @@ def annotate_persons(
             "min_side": min_side,
             "batch": batch,
             "retry_failed": retry_failed,
-            "deny": deny_spec,
+            **(deny_spec or {}),
         }
         origins = {r.name: shard_origin(r) for r in refs}
         specs = [
@@ -253,8 +254,8 @@ def annotate_persons(
         manifest.pop("deny", None)
         if deny_spec is not None:  # the list's digest and size, and how many images it left out
             manifest["deny"] = {
-                "sha256": deny_spec["sha256"],
-                "entries": len(deny_spec["hashes"]),
+                "sha256": deny_spec["deny_sha256"],
+                "entries": len(deny_spec["deny_hashes"]),
                 "images_denied": sum(s.get("denied", 0) for s in manifest["shards"].values()),
             }
         layout.write_manifest(ann, manifest)

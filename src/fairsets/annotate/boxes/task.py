@@ -188,7 +188,7 @@ def _write(spec: dict[str, Any], boxes: list[dict], images: list[dict], stats: d
         "origin": spec["origin"],
         "fingerprint": spec["fingerprint"],
         "detection": spec["detection"],
-        "deny": (spec.get("deny") or {}).get("sha256"),
+        "deny": spec.get("deny_sha256"),
         "min_side": spec["min_side"],
         "files": files,
         "stats": stats,
@@ -261,7 +261,7 @@ def _detect_shard(spec: dict[str, Any]) -> dict[str, Any]:
 
     origin = spec["origin"]
     resize = {"resize_mode": origin["resize_mode"], "resize_size": origin["image_size"]}
-    denied = frozenset((spec.get("deny") or {}).get("hashes") or ())
+    denied = frozenset(spec.get("deny_hashes") or ())
     stream = iter_records(ShardRef.from_json(spec["ref"]), max_bytes=max_bytes)
     for rec in stream:
         if denied and rec.url and url_hash(rec.url) in denied:
@@ -322,12 +322,14 @@ def _rederive(spec: dict[str, Any], marker: dict[str, Any]) -> dict[str, Any]:
 
 #: What a marker must share with the spec to stand for this shard: marker key, spec key (a marker
 #: without ``origin``, from before the images table had the originals' columns, is detected again).
-_SAME = (("fingerprint", "fingerprint"), ("input", "ref"), ("source", "source"), ("origin", "origin"))
-#: A marker stands for this shard only under the same deny list (none: ``None`` on both sides).
-
-
-def _same_deny(marker: dict[str, Any], spec: dict[str, Any]) -> bool:
-    return marker.get("deny") == (spec.get("deny") or {}).get("sha256")
+#: The deny list's digest too (none: ``None`` on both sides, as in markers from before ``--deny``).
+_SAME = (
+    ("fingerprint", "fingerprint"),
+    ("input", "ref"),
+    ("source", "source"),
+    ("origin", "origin"),
+    ("deny", "deny_sha256"),
+)
 
 
 def _finished(spec: dict[str, Any]) -> dict[str, Any] | None:
@@ -336,7 +338,7 @@ def _finished(spec: dict[str, Any]) -> dict[str, Any] | None:
     shard is detected again)."""
     ann = Path(spec["ann"])
     marker = read_marker(layout.marker_path(ann, STAGE, spec["task_id"]))
-    if marker is None or any(marker.get(k) != spec.get(v) for k, v in _SAME) or not _same_deny(marker, spec):
+    if marker is None or any(marker.get(k) != spec.get(v) for k, v in _SAME):
         return None
     try:
         for f in marker["files"].values():
