@@ -391,7 +391,7 @@ def test_a_request_with_a_digest_image_is_never_sent(srv: OpenAIServer, tmp_path
 def test_request_bodies_are_the_json_of_the_request() -> None:
     import json
 
-    from fairsets.fetch.chat import transport as chat_transport
+    from fairsets.fetch.chat import shaping as chat_transport
     from fairsets.fetch.chat.messages import image_part
 
     red = jpeg((200, 0, 0))

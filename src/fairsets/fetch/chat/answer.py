@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..answers import BadAnswer, loads_json
+
+if TYPE_CHECKING:
+    from .endpoint import ChatEndpoint
 
 __all__ = ["BadCompletion", "clip", "error_detail", "parse_completion", "token_count"]
 
@@ -98,7 +101,7 @@ def error_detail(body: bytes, redact: Redact) -> str:
     return clip(_text(message, redact), 200)
 
 
-def parse_completion(raw: bytes, redact: Redact) -> dict[str, Any]:
+def parse_completion(raw: bytes, redact: Redact, endpoint: ChatEndpoint | None = None) -> dict[str, Any]:
     """The fields of a :class:`~fairsets.fetch.chat.ChatResult` read from a chat completion body.
 
     Raises:

@@ -92,7 +92,8 @@ from .answer_cache import CachedAnswers, _final
 from .endpoint import ChatEndpoint
 from .exchange import ChatBatch, ChatRequest, ChatResult, ChatServiceError
 from .stream import ChatStream, _refuse_digest, _Run, _Stopped
-from .transport import Transport, _NoResponse, _secret, _Status, _Unreachable, request_body
+from .shaping import request_body
+from .transport import Transport, _NoResponse, _secret, _Status, _Unreachable
 
 __all__ = ["ChatBatch", "ChatClient", "ChatRequest", "ChatResult", "ChatServiceError", "ChatStream"]
 
@@ -202,7 +203,7 @@ class ChatClient(CachedAnswers):
         """One request with its retries; a fatal answer is recorded in ``run`` (first one first,
         under the lock, with the stop flag) before it is raised. ``kept``: the cached answer that
         was not final, returned instead when no answer comes."""
-        body = request_body(self.endpoint.model, request)  # escaped ASCII: a lone surrogate cannot fail
+        body = request_body(self.endpoint, request)  # escaped ASCII: a lone surrogate cannot fail
         attempts = 0
 
         def once() -> ChatResult:

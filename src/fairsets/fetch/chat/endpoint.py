@@ -35,6 +35,10 @@ class ChatEndpoint(BaseModel):
         max_concurrency: requests in flight at most.
         timeout: seconds one socket operation may take; a whole request gets twice that.
         name: what logs and results call this endpoint (default: the model name).
+        requests_per_minute: at most this many requests start in any 60 s (``None``: no limit);
+            enforced before sending, retries included.
+        tokens_per_minute: at most this many tokens (the prompt's estimate plus the answer's
+            budget) are asked for in any 60 s (``None``: no limit).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -45,6 +49,8 @@ class ChatEndpoint(BaseModel):
     max_concurrency: int = Field(default=4, ge=1, le=1024)
     timeout: float = Field(default=120.0, gt=0)
     name: str | None = None
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    tokens_per_minute: int | None = Field(default=None, ge=1)
 
     @field_validator("base_url")
     @classmethod

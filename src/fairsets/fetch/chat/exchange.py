@@ -27,12 +27,18 @@ class ChatRequest:
     verdict). An answer it refuses is returned and cached, but never final: a later batch asks the
     request again and keeps the cached answer only when asking fails (no answer, an error), so a
     re-run can mend it without losing it. Not part of the request sent or of its cache key.
+
+    ``choices``: the only answers the question allows (a vote's option letters), or ``None`` for a
+    free answer. An endpoint that constrains answers (``constrain``) sends them as its server's
+    constraint, and one that asks for log-probabilities reads each choice's probability
+    (``ChatResult.option_probs``).
     """
 
     messages: list[Message]
     temperature: float = 0.0
     max_tokens: int = 512
     seed: int | None = None
+    choices: tuple[str, ...] | None = None
     accept: Callable[[str], bool] | None = field(default=None, compare=False, repr=False)
 
 
@@ -42,6 +48,10 @@ class ChatResult:
 
     ``no_response`` tells a request that never got an HTTP answer (refused, unknown host,
     timeout, dropped connection) from one the server answered with an error.
+
+    ``option_probs``: for a request with ``choices`` to an endpoint that asks for
+    log-probabilities, the probability the server gave each choice as the answer's first token
+    (``None``: not asked, or the server returned none).
     """
 
     text: str | None = None
@@ -53,6 +63,7 @@ class ChatResult:
     cached: bool = False
     attempts: int = 0
     no_response: bool = False
+    option_probs: dict[str, float] | None = None
 
     @property
     def ok(self) -> bool:

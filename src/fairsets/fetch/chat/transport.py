@@ -1,8 +1,6 @@
 """The HTTP side of the chat client: the request body, the POST of one chat completion, and how what
 the server answers is classified.
 
-* :func:`request_body`: the JSON body of a :class:`~fairsets.fetch.chat.ChatRequest` (:func:`_body`:
-  the bytes ``json.dumps`` gives, with inline images spliced in);
 * :class:`Transport`: the opener (redirects refused, no proxy for a loopback server, the guard's
   deadline and minimum rate) and :meth:`Transport.post`, which returns the parsed answer or raises a
   classified error: :class:`~fairsets.fetch.chat.ChatServiceError` (fatal for the batch: 401/403,
@@ -33,7 +31,7 @@ from .answer import error_detail, parse_completion
 from .endpoint import ChatEndpoint
 from .exchange import ChatRequest, ChatResult, ChatServiceError
 
-__all__ = ["MAX_RESPONSE", "Transport", "request_body"]
+__all__ = ["MAX_RESPONSE", "Transport"]
 
 #: The largest response body read (a chat answer is a few kB; more is a broken or hostile server).
 MAX_RESPONSE = 16_000_000
@@ -57,52 +55,6 @@ class _Status(HttpStatusError):
 def _secret(endpoint: ChatEndpoint) -> str:
     """The key, read from the variable ``endpoint.api_key_env`` names (``""``: none)."""
     return os.environ.get(endpoint.api_key_env, "").strip() if endpoint.api_key_env else ""
-
-
-_PLAIN_JSON = re.compile(r'[\x00-\x1f"\\]')
-
-
-def _body(payload: dict[str, Any]) -> bytes:
-    """``json.dumps(payload).encode("ascii")``, with inline images spliced in rather than scanned
-    by the encoder (a data URL of plain ASCII is its own JSON text): the same bytes, sooner."""
-    import secrets
-
-    urls: list[str] = []
-    token = f"fairsets-image-{secrets.token_hex(8)}-"
-
-    def swap(value: Any) -> Any:
-        if isinstance(value, dict):
-            url = value.get("url")
-            if (
-                isinstance(url, str)
-                and url.startswith("data:")
-                and url.isascii()
-                and not _PLAIN_JSON.search(url)
-            ):
-                urls.append(url)
-                return {**value, "url": f"{token}{len(urls) - 1}"}
-            return {k: swap(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [swap(v) for v in value]
-        return value
-
-    text = json.dumps({**payload, "messages": swap(payload["messages"])})
-    for i, url in enumerate(urls):
-        text = text.replace(f'"{token}{i}"', f'"{url}"', 1)
-    return text.encode("ascii")
-
-
-def request_body(model: str, request: ChatRequest) -> bytes:
-    """The JSON body that asks ``model`` for ``request`` (escaped ASCII: a lone surrogate cannot fail)."""
-    payload: dict[str, Any] = {
-        "model": model,
-        "messages": request.messages,
-        "temperature": request.temperature,
-        "max_tokens": request.max_tokens,
-    }
-    if request.seed is not None:
-        payload["seed"] = request.seed
-    return _body(payload)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -209,4 +161,4 @@ class Transport:
             raise _NoResponse(f"connection to {where} failed: {type(exc).__name__}") from None
         if len(raw) > MAX_RESPONSE:
             raise _Bad(f"response larger than {MAX_RESPONSE} bytes (no chat answer is); not read further")
-        return ChatResult(**parse_completion(raw, redact))
+        return ChatResult(**parse_completion(raw, redact, self.endpoint))
