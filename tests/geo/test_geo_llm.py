@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -276,11 +277,11 @@ def test_refused_key_wins_over_abandoned_requests(llm: FakeLLM, monkeypatch: pyt
     captions.insert(6, "refused")
     original = ChatClient._ask  # one request with its retries: the method asks through the chat client
 
-    def fatal_completes_last(self: ChatClient, *args: Any) -> Any:
+    async def fatal_completes_last(self: ChatClient, *args: Any) -> Any:
         try:
-            return original(self, *args)
+            return await original(self, *args)
         except ChatServiceError:
-            time.sleep(0.3)  # the fatal request completes after every abandoned one
+            await asyncio.sleep(0.3)  # the fatal request completes after every abandoned one
             raise
 
     monkeypatch.setattr(ChatClient, "_ask", fatal_completes_last)

@@ -12,6 +12,8 @@ consumers use (``shards/balanced/train-*.tar``).
 API:
     * ``atomic_write_bytes(path, data) -> Path``
     * ``atomic_write_text(path, text, encoding="utf-8") -> Path`` (newlines written as ``\\n``)
+    * ``replace_unsynced(path, data) -> Path`` — rename-atomic, no fsync (caches whose reader
+      takes a bad entry as a miss)
     * ``atomic_path(path)`` — context manager yielding a temporary ``Path`` to write; renamed onto
       ``path`` when the block exits normally, removed when it raises.
     * ``sha256_file(path) -> str`` (hex digest)
@@ -41,6 +43,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "is_temp_name",
+    "replace_unsynced",
     "layout_lock",
     "remove_orphan_temps",
     "remove_temps",
@@ -219,6 +222,27 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     target = Path(path)
     with atomic_path(target) as tmp, open(tmp, "wb") as f:
         f.write(data)
+    return target
+
+
+def replace_unsynced(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to a temporary file beside ``path`` and rename it onto ``path``, without fsync.
+
+    A killed process never leaves a truncated file under ``path`` (the rename is atomic), but after
+    a power loss or an OS crash the file may be empty or missing. Only for caches whose reader
+    takes an unreadable or missing entry as a miss (asked again), where an fsync per entry would
+    cost more than losing the last seconds of entries.
+    """
+    target = Path(path)
+    tmp = _temp_for(target)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
     return target
 
 

@@ -32,7 +32,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,6 +42,7 @@ from fairsets.core.errors import NetworkFailure
 __all__ = [
     "HttpStatusError",
     "RetryPolicy",
+    "acall_with_retry",
     "call_with_deadline",
     "call_with_retry",
     "parse_retry_after",
@@ -168,21 +169,54 @@ def call_with_retry(
     exception is re-raised when attempts run out; non-retryable ones are raised at once.
     """
     policy = policy or RetryPolicy()
-    wait = policy.backoff
+    backoff = _Backoff(policy)
     for attempt in range(1, policy.attempts + 1):
         try:
             return fn()
         except Exception as exc:
-            retryable = _retryable(exc, policy) or (retry_on is not None and retry_on(exc))
-            if not retryable or attempt == policy.attempts:
-                raise
-            delay = getattr(exc, "retry_after", None)
-            if delay is None:
-                delay = wait * (1 + random.uniform(-policy.jitter, policy.jitter))
-                wait *= 2
-            delay = min(max(delay, 0.0), policy.max_wait)
-            log.warning("%s: %s; retry %d/%d in %.1fs", what, exc, attempt, policy.attempts - 1, delay)
-            sleep(delay)
+            sleep(backoff.after(exc, attempt, what, retry_on))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _Backoff:
+    """The wait before each retry of one call (re-raises when ``exc`` is not retried or was the last try)."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.wait = policy.backoff
+
+    def after(
+        self, exc: Exception, attempt: int, what: str, retry_on: Callable[[BaseException], bool] | None
+    ) -> float:
+        policy = self.policy
+        retryable = _retryable(exc, policy) or (retry_on is not None and retry_on(exc))
+        if not retryable or attempt == policy.attempts:
+            raise exc
+        delay = getattr(exc, "retry_after", None)
+        if delay is None:
+            delay = self.wait * (1 + random.uniform(-policy.jitter, policy.jitter))
+            self.wait *= 2
+        delay = min(max(delay, 0.0), policy.max_wait)
+        log.warning("%s: %s; retry %d/%d in %.1fs", what, exc, attempt, policy.attempts - 1, delay)
+        return delay
+
+
+async def acall_with_retry(
+    fn: Callable[[], Awaitable[T]],
+    policy: RetryPolicy | None = None,
+    *,
+    what: str = "request",
+    sleep: Callable[[float], Awaitable[None]],
+    retry_on: Callable[[BaseException], bool] | None = None,
+) -> T:
+    """:func:`call_with_retry` for a coroutine function; ``sleep`` is awaited between tries."""
+    policy = policy or RetryPolicy()
+    backoff = _Backoff(policy)
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return await fn()
+        except Exception as exc:
+            await sleep(backoff.after(exc, attempt, what, retry_on))
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -78,21 +78,22 @@ a batch) and this one (:class:`ChatClient`: retries per request, :meth:`~ChatCli
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..cache import DiskCache
 from ..redact import Redactor
-from ..retry import RetryPolicy, call_with_retry
+from ..retry import RetryPolicy, acall_with_retry
 from .answer import BadCompletion as _Bad
 from .answer_cache import CachedAnswers, _final
 from .endpoint import ChatEndpoint
 from .exchange import ChatBatch, ChatRequest, ChatResult, ChatServiceError
-from .stream import ChatStream, _refuse_digest, _Run, _Stopped
+from .ratelimit import estimate_tokens
 from .shaping import request_body
+from .stream import ChatStream, _refuse_digest, _Run, _Stopped
 from .transport import Transport, _NoResponse, _secret, _Status, _Unreachable
 
 __all__ = ["ChatBatch", "ChatClient", "ChatRequest", "ChatResult", "ChatServiceError", "ChatStream"]
@@ -133,11 +134,10 @@ class ChatClient(CachedAnswers):
         key_by_endpoint: bool = True,
     ) -> None:
         self.endpoint = endpoint
-        self.cache = DiskCache(cache_dir)
+        self.cache = DiskCache(cache_dir, synced=False)  # a torn entry reads as a miss
         self.key_by_endpoint = bool(key_by_endpoint)
         self.policy = RetryPolicy(attempts=int(max_retries) + 1, backoff=backoff, max_wait=max_wait)
         self._transport = Transport(endpoint)
-        self._lock = threading.Lock()
 
     def lookup(self, request: ChatRequest) -> ChatResult | None:
         """The cached answer to ``request`` (``cached`` set), or ``None``; never sends anything.
@@ -197,40 +197,44 @@ class ChatClient(CachedAnswers):
                     on_result(i, result)
         return answers.batch(results)
 
-    def _ask(
+    async def _ask(
         self, request: ChatRequest, run: _Run, key: dict[str, Any], kept: ChatResult | None = None
     ) -> ChatResult:
-        """One request with its retries; a fatal answer is recorded in ``run`` (first one first,
-        under the lock, with the stop flag) before it is raised. ``kept``: the cached answer that
-        was not final, returned instead when no answer comes."""
+        """One request with its retries, on the batch's event loop; a fatal answer is recorded in
+        ``run`` (first one first, with the stop flag) before it is raised. ``kept``: the cached
+        answer that was not final, returned instead when no answer comes."""
         body = request_body(self.endpoint, request)  # escaped ASCII: a lone surrogate cannot fail
+        tokens = estimate_tokens(request, request.max_tokens) if run.limits is not None else 0
         attempts = 0
 
-        def once() -> ChatResult:
+        async def once() -> ChatResult:
             nonlocal attempts
             if run.stop.is_set():
                 raise _Stopped()
-            attempts += 1
-            with self._lock:
-                run.counts.requests_sent += 1
-            return self._transport.post(body, run.key, run.redact)
-
-        def sleep(seconds: float) -> None:
-            if run.stop.wait(seconds):
+            if run.limits is not None and not await run.limits.acquire(tokens, run.wake):
                 raise _Stopped()
+            attempts += 1
+            run.counts.requests_sent += 1
+            return await self._transport.post(run.session, body, run.key, run.redact, request.choices)
+
+        async def sleep(seconds: float) -> None:
+            try:
+                await asyncio.wait_for(run.wake.wait(), seconds)
+            except asyncio.TimeoutError:
+                return
+            raise _Stopped()
 
         def retry_on(exc: BaseException) -> bool:  # every 5xx, not only the listed ones
             return isinstance(exc, _Status) and exc.status >= 500
 
         retried = False  # the error is of a kind that was retried: say how often
         try:
-            result = call_with_retry(
+            result = await acall_with_retry(
                 once, self.policy, what=f"chat {self.endpoint.where}", sleep=sleep, retry_on=retry_on
             )
         except ChatServiceError as exc:
-            with self._lock:
-                run.fatal.append(exc)
-                run.stop.set()
+            run.fatal.append(exc)
+            run.halt()
             raise
         except _Status as exc:
             retried = _retried_status(exc.status)
@@ -246,15 +250,13 @@ class ChatClient(CachedAnswers):
         else:
             value = self.encode_answer(result)
             if value is not None:
-                with self._lock:  # before the entry exists, so the stream never takes it for a hit
-                    run.written.add(DiskCache.digest(key))
-                self.cache.put(key, value)
+                run.written.add(DiskCache.digest(key))  # before the entry exists: never taken for a hit
+                run.save(self.cache, key, value)
         if result.error is not None and retried and attempts > 1:
             result.error += f" after {attempts - 1} retries"
         if kept is not None and result.error is not None and not result.error.startswith("refused"):
             log.info("chat: asking again failed (%s); the answer cached before is kept", result.error)
             result = kept
         result.attempts = attempts
-        with self._lock:
-            run.counts.retries += max(0, attempts - 1)
+        run.counts.retries += max(0, attempts - 1)
         return result

@@ -1,7 +1,9 @@
 """Streaming a batch: :class:`ChatStream` reads requests lazily, answers cache hits at once and keeps
-``max_concurrency`` requests in flight in a thread pool, yielding ``(index, result)`` in completion
-order; the state one batch shares (:class:`_Run`: the key, the stop flag, the fatal answers, the
-counters) and :class:`_Stopped`, raised in a request abandoned because the batch is stopping.
+``max_concurrency`` requests in flight as coroutines on one event loop in a thread of its own
+(:class:`~fairsets.fetch.chat.loop.LoopThread`), over one pool of keep-alive connections, yielding
+``(index, result)`` in completion order; the state one batch shares (:class:`_Run`: the key, the
+session, the rate limits, the stop flags, the fatal answers, the counters) and :class:`_Stopped`,
+raised in a request abandoned because the batch is stopping.
 
 The client the stream asks through (:class:`~fairsets.fetch.chat.ChatClient`, which sends one
 request with its retries) is described by :class:`_Client`.
@@ -9,21 +11,27 @@ request with its retries) is described by :class:`_Client`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..cache import DiskCache
 from ..redact import Redactor
 from .answer_cache import _final
 from .endpoint import ChatEndpoint
 from .exchange import ChatBatch, ChatRequest, ChatResult, ChatServiceError
+from .loop import LoopThread
 from .messages import has_digest_image
-from .transport import _secret
+from .ratelimit import RateLimits
+from .transport import Transport, _secret
+from .writer import CacheWriter
+
+if TYPE_CHECKING:
+    import aiohttp
 
 __all__ = ["ChatStream"]
 
@@ -42,14 +50,63 @@ class _Counts:
 
 @dataclass
 class _Run:
-    """One batch's shared state: the key and its mask, the stop flag, the fatal answers in arrival order."""
+    """One batch's shared state: the key and its mask, the stop flags, the fatal answers in arrival
+    order. Its requests run on ``loop`` (counters, ``fatal`` and ``written`` change only there)."""
 
     key: str
     redact: Redactor
+    limits: RateLimits | None = None
     counts: _Counts = field(default_factory=_Counts)
-    stop: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)  # read from any thread
     fatal: list[ChatServiceError] = field(default_factory=list)
     written: set[str] = field(default_factory=set)  # cache entries this batch wrote (digests)
+    loop: LoopThread | None = None
+    session: aiohttp.ClientSession | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)  # set with stop, on the loop
+    writer: CacheWriter | None = None
+
+    def save(self, cache: DiskCache, key: Any, value: bytes) -> None:
+        """Cache an answer: handed to the batch's writer thread (the loop does not wait for the disk)."""
+        if cache.folder is None:
+            return
+        if self.writer is None:
+            self.writer = CacheWriter(cache)
+        self.writer.put(key, value)
+
+    def halt(self) -> None:
+        """Stop the batch: queued requests are dropped, waiting retries and rate limits wake."""
+        self.stop.set()
+        if self.loop is not None and not self.loop.loop.is_closed():
+            self.loop.loop.call_soon_threadsafe(self.wake.set)
+
+    def start(self, transport: Transport, connections: int) -> None:
+        """Start the loop and open the session (on the loop: aiohttp binds it there)."""
+        self.loop = LoopThread()
+
+        async def open_session() -> aiohttp.ClientSession:
+            return transport.session(connections)
+
+        self.session = self.loop.call(open_session())
+
+    def finish(self) -> None:
+        """Wait for the requests still on the loop (on the wire: they finish and are cached), close
+        the session and the loop."""
+        if self.loop is None:
+            return
+        session = self.session
+
+        async def drain() -> None:
+            me = asyncio.current_task()
+            await asyncio.gather(*(t for t in asyncio.all_tasks() if t is not me), return_exceptions=True)
+            if session is not None:
+                await session.close()
+
+        try:
+            self.loop.call(drain())
+        finally:
+            self.loop.close()
+            if self.writer is not None:
+                self.writer.close()  # every answer on disk before the batch returns
 
 
 def _refuse_digest(request: ChatRequest) -> None:
@@ -65,12 +122,13 @@ class _Client(Protocol):
     """What a stream needs of its client: the endpoint, the cache and one request with its retries."""
 
     endpoint: ChatEndpoint
+    _transport: Transport
 
     def cache_key(self, request: ChatRequest) -> dict[str, Any]: ...
 
     def _cached(self, key: dict[str, Any], redact: Redactor) -> ChatResult | None: ...
 
-    def _ask(
+    async def _ask(
         self, request: ChatRequest, run: _Run, key: dict[str, Any], kept: ChatResult | None = None
     ) -> ChatResult: ...
 
@@ -152,34 +210,49 @@ class ChatStream:
         client, ep = self.client, self.client.endpoint
         start = time.monotonic()
         key = _secret(ep)
-        run = self._run = _Run(key=key, redact=Redactor(key))
+        run = self._run = _Run(key=key, redact=Redactor(key), limits=RateLimits.of(ep))
         done: queue.SimpleQueue[tuple[int, ChatResult | None]] = queue.SimpleQueue()
-        failure: list[BaseException] = []  # an unexpected error in a worker: raised here
+        failure: list[BaseException] = []  # an unexpected error in a request: raised here
         source = iter(self._requests)
         cap = max(1, int(ep.max_concurrency))
-        pool: ThreadPoolExecutor | None = None
         state = {"in_flight": 0, "next": 0, "exhausted": False}
 
-        def work(i: int, request: ChatRequest, key: dict[str, Any], kept: ChatResult | None) -> None:
+        def landed(i: int, task: asyncio.Task[ChatResult]) -> None:  # on the loop
             result: ChatResult | None = None
-            try:
-                result = client._ask(request, run, key, kept)
-            except (ChatServiceError, _Stopped):  # recorded by _ask / abandoned: not a failure
-                pass
-            except BaseException as exc:  # handed to the consumer
+            exc = task.exception() if not task.cancelled() else _Stopped()
+            if exc is None:
+                result = task.result()
+            elif not isinstance(exc, (ChatServiceError, _Stopped)):  # recorded / abandoned: no failure
                 failure.append(exc)
-                run.stop.set()
+                run.halt()
             done.put((i, result))
+
+        outbox: list[tuple[int, Coroutine[Any, Any, ChatResult]]] = []
+        tasks: set[asyncio.Task[ChatResult]] = set()
+
+        def launch(sends: list[tuple[int, Coroutine[Any, Any, ChatResult]]]) -> None:  # on the loop
+            for i, coro in sends:
+                task = asyncio.get_running_loop().create_task(coro)
+                tasks.add(task)  # the loop keeps only weak references to its tasks
+                task.add_done_callback(tasks.discard)
+                task.add_done_callback(lambda t, i=i: landed(i, t))
+
+        def send() -> None:
+            """Hand the requests read so far to the loop, all in one call (one wake-up of the loop,
+            not one per request: the two threads would take turns on the interpreter lock)."""
+            if outbox:
+                assert run.loop is not None
+                run.loop.loop.call_soon_threadsafe(launch, outbox[:])
+                outbox.clear()
 
         def fill() -> Iterator[tuple[int, ChatResult]]:
             """Read requests until ``cap`` are in flight; cached answers are yielded at once."""
-            nonlocal pool
             while not state["exhausted"] and state["in_flight"] < cap and not run.stop.is_set():
                 try:
                     request = next(source)
                 except StopIteration:
                     state["exhausted"] = True
-                    return
+                    break
                 i = state["next"]
                 state["next"] += 1
                 _refuse_digest(request)
@@ -189,33 +262,40 @@ class ChatStream:
                 hit = None if DiskCache.digest(key) in run.written else client._cached(key, run.redact)
                 if hit is not None and _final(request, hit):
                     self.cache_hits += 1
+                    send()
                     yield self._counted(i, hit)
                     continue
-                if pool is None:
+                if run.loop is None:
                     log.info("chat: sending to %s at %s (%d at a time)", ep.label, ep.where, cap)
-                    pool = ThreadPoolExecutor(max_workers=cap, thread_name_prefix="fairsets-chat")
-                pool.submit(work, i, request, key, hit)  # a hit here is not final: asked again
+                    run.start(client._transport, cap)
+                outbox.append((i, client._ask(request, run, key, hit)))  # a non-final hit: asked again
                 state["in_flight"] += 1
+            send()
 
         try:
             while True:
                 yield from fill()
                 if not state["in_flight"]:
                     break
-                i, result = done.get()
-                state["in_flight"] -= 1
+                landed_now = [done.get()]  # every answer in by now: their slots refilled at once
+                while True:
+                    try:
+                        landed_now.append(done.get_nowait())
+                    except queue.Empty:
+                        break
+                state["in_flight"] -= len(landed_now)
                 if run.stop.is_set():  # a fatal answer: let the rest finish (they stay cached)
                     continue
-                yield from fill()  # the freed slot first, then the answer
-                if result is not None:
-                    self.cache_hits += result.cached  # a cached answer kept when asking again failed
-                    yield self._counted(i, result)
+                yield from fill()  # the freed slots first, then the answers
+                for i, result in landed_now:
+                    if result is not None:
+                        self.cache_hits += result.cached  # a cached answer kept when asking again failed
+                        yield self._counted(i, result)
             if failure:
                 raise failure[0]
             if run.fatal:
                 raise run.fatal[0]
         finally:
-            run.stop.set()
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+            run.halt()
+            run.finish()
             self.seconds = time.monotonic() - start
