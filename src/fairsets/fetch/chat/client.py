@@ -213,7 +213,7 @@ class ChatClient(CachedAnswers):
             attempts += 1
             with self._lock:
                 run.counts.requests_sent += 1
-            return self._transport.post(body, run.key, run.redact)
+            return self._transport.post(body, run.key, run.redact, request.choices)
 
         def sleep(seconds: float) -> None:
             if run.stop.wait(seconds):

@@ -112,9 +112,12 @@ class Transport:
             f"model name {ep.model!r} and that base_url is the API root (e.g. ending in /v1)"
         )
 
-    def post(self, body: bytes, key: str, redact: Redactor) -> ChatResult:
+    def post(
+        self, body: bytes, key: str, redact: Redactor, choices: tuple[str, ...] | None = None
+    ) -> ChatResult:
         """POST one chat completion: the parsed answer (its texts masked), or a classified exception
-        (every server text in it masked before it is clipped)."""
+        (every server text in it masked before it is clipped). ``choices``: the request's
+        (``ChatRequest.choices``), for reading the answer as the endpoint's shaping asks."""
         where = self.endpoint.where
         req = urllib.request.Request(self.endpoint.chat_url, data=body, method="POST")
         req.add_header("Content-Type", "application/json")
@@ -161,4 +164,4 @@ class Transport:
             raise _NoResponse(f"connection to {where} failed: {type(exc).__name__}") from None
         if len(raw) > MAX_RESPONSE:
             raise _Bad(f"response larger than {MAX_RESPONSE} bytes (no chat answer is); not read further")
-        return ChatResult(**parse_completion(raw, redact, self.endpoint))
+        return ChatResult(**parse_completion(raw, redact, self.endpoint, choices))
