@@ -33,7 +33,11 @@ def endpoint(srv: OpenAIServer, **settings: Any) -> ChatEndpoint:
 
 
 def ask(
-    srv: OpenAIServer, cache: Path | None = None, *, choices: tuple[str, ...] | None = CHOICES, **settings: Any
+    srv: OpenAIServer,
+    cache: Path | None = None,
+    *,
+    choices: tuple[str, ...] | None = CHOICES,
+    **settings: Any,
 ) -> Any:
     client = ChatClient(endpoint(srv, **settings), cache_dir=cache, backoff=0.01)
     return client.run([ChatRequest([user("Which letter?")], max_tokens=16, choices=choices)]).results[0]
@@ -173,7 +177,9 @@ def test_a_grammar_escapes_quotes_and_backslashes(srv: OpenAIServer) -> None:
         ("response_format", "json_schema"),
     ],
 )
-def test_a_server_that_honours_the_style_answers_a_choice(srv: OpenAIServer, honours: str, style: str) -> None:
+def test_a_server_that_honours_the_style_answers_a_choice(
+    srv: OpenAIServer, honours: str, style: str
+) -> None:
     srv.honours = honours
     srv.default = Step(text="banana")
     result = ask(srv, constrain=style)
@@ -218,7 +224,9 @@ def test_reasoning_cuts_the_thinking_and_raises_the_budget(srv: OpenAIServer, sa
 
 def test_reasoning_kept_apart_with_no_content_is_an_empty_answer() -> None:
     ep = ChatEndpoint(base_url="http://127.0.0.1:1/v1", model="m", reasoning=True)
-    body = {"choices": [{"message": {"content": None, "reasoning_content": "hmm"}, "finish_reason": "length"}]}
+    body = {
+        "choices": [{"message": {"content": None, "reasoning_content": "hmm"}, "finish_reason": "length"}]
+    }
     assert parse_completion(json.dumps(body).encode(), str, ep)["text"] == ""
     with pytest.raises(Exception, match="not text"):
         parse_completion(json.dumps(body).encode(), str, ep.model_copy(update={"reasoning": False}))
@@ -323,7 +331,11 @@ HOSTILE: list[tuple[Any, dict[str, float] | None]] = [
                 {
                     "token": "B",
                     "prob": 0.7,
-                    "top_probs": [{"tok_str": "B", "prob": 0.7}, {"token": "C", "prob": 1.5}, {"token": "A", "prob": 0.2}],
+                    "top_probs": [
+                        {"tok_str": "B", "prob": 0.7},
+                        {"token": "C", "prob": 1.5},
+                        {"token": "A", "prob": 0.2},
+                    ],
                 }
             ]
         },
@@ -380,7 +392,10 @@ def test_a_cached_answer_with_bad_option_probs_is_asked_again(srv: OpenAIServer,
         ({"extra_body": {"max_tokens": 5}}, "use its own setting"),
         ({"extra_body": {"top_k": float("nan")}}, "no dates, nan or inf"),
         ({"extra_body": "top_k=1"}, "extra_body: give a table"),
-        ({"extra_body": {"grammar": "g"}, "constrain": "grammar"}, "extra_body.grammar: constrain = 'grammar'"),
+        (
+            {"extra_body": {"grammar": "g"}, "constrain": "grammar"},
+            "extra_body.grammar: constrain = 'grammar'",
+        ),
         ({"token_limit_field": "max_new_tokens"}, "token_limit_field: Input should be 'max_tokens'"),
         ({"temperature": "none"}, 'temperature: give a number from 0 (e.g. 0.6), or "server-default"'),
         ({"temperature": -1}, "temperature: give a number"),

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fairsets._cli_util import die, setup_logging
+from fairsets.core.console import say, visible
 
 from .options import check_input_file, library_errors, names_option, split_names
 
@@ -16,11 +17,6 @@ if TYPE_CHECKING:
     from fairsets.fetch.chat.probe import ProbeReport
 
 _HEAD = ("annotator", "server", "answers", "constraint", "logprobs", "latency", "concurrency")
-
-
-def _plain(text: str) -> str:
-    """``text`` safe to print on a terminal: control characters (escape sequences) become ``?``."""
-    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def table(reports: list[ProbeReport], styles: dict[str, str]) -> list[str]:
@@ -39,8 +35,10 @@ def table(reports: list[ProbeReport], styles: dict[str, str]) -> list[str]:
                 str(r.suggested_concurrency) if r.suggested_concurrency is not None else "-",
             )
         )
-    widths = [max(len(_plain(row[i])) for row in rows) for i in range(len(_HEAD))]
-    lines = ["  ".join(_plain(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    widths = [max(len(visible(row[i])) for row in rows) for i in range(len(_HEAD))]
+    lines = [
+        "  ".join(visible(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
     for r in reports:
         if r.error is not None:
             lines.append(f"{r.name}: error: {r.error}")
@@ -49,7 +47,7 @@ def table(reports: list[ProbeReport], styles: dict[str, str]) -> list[str]:
             lines.append(f"{r.name}: constraint {r.constraint}: {r.constraint_detail}")
         if r.concurrency_rule:
             lines.append(f"{r.name}: concurrency {r.concurrency_rule}")
-    return [_plain(line) for line in lines]
+    return [visible(line) for line in lines]
 
 
 def probe_cmd(
@@ -88,7 +86,7 @@ def probe_cmd(
     reports = [probe_endpoint(ep, samples=samples, burst=burst) for _, ep in found]
     styles = {name: ep.constrain for name, ep in found}
     for line in table(reports, styles):
-        typer.echo(line)
+        say(line)
     failing = {name for name, ep in found if ep.on_ignored_constraint == "fail"}
     bad = [
         r.name
@@ -96,9 +94,7 @@ def probe_cmd(
         if r.error is not None or (r.constraint not in ("obeyed", "not asked") and r.name in failing)
     ]
     if bad:
-        typer.echo(
-            f"{len(bad)} of {len(reports)} annotators need attention: {', '.join(bad)}", err=True
-        )
+        say(f"{len(bad)} of {len(reports)} annotators need attention: {', '.join(bad)}", err=True)
         raise typer.Exit(1)
 
 

@@ -183,7 +183,9 @@ class ChatEndpoint(BaseModel):
                 "(token_limit_field, temperature, logprobs…) or leave it out"
             )
         if not _plain_json(value):
-            raise ValueError("values must be strings, numbers, booleans, arrays or tables (no dates, nan or inf)")
+            raise ValueError(
+                "values must be strings, numbers, booleans, arrays or tables (no dates, nan or inf)"
+            )
         import json
 
         if len(json.dumps(value)) > _MAX_EXTRA:
@@ -196,7 +198,7 @@ class ChatEndpoint(BaseModel):
         if field is not None and field in self.extra_body:
             raise ValueError(
                 f"extra_body.{field}: constrain = {self.constrain!r} writes this field for every "
-                "request with choices; leave it out of extra_body or set constrain = \"none\""
+                'request with choices; leave it out of extra_body or set constrain = "none"'
             )
         return self
 

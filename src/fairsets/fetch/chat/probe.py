@@ -147,7 +147,7 @@ def require_constraint(endpoint: ChatEndpoint) -> str:
         f"{endpoint.constrain!r} ({detail})"
     )
     if endpoint.on_ignored_constraint == "parse":
-        log.warning("%s; its answers are read as free text (on_ignored_constraint = \"parse\")", text)
+        log.warning('%s; its answers are read as free text (on_ignored_constraint = "parse")', text)
         return status
     raise ChatServiceError(
         f"{text}; set constrain to the style the server obeys (choice: vLLM 0.12+, guided_choice: "
@@ -167,7 +167,9 @@ def _rate_per_minute(endpoint: ChatEndpoint, tokens: int | None) -> tuple[float,
     """The request rate the endpoint's limits allow, with the words saying which limit."""
     rates: list[tuple[float, str]] = []
     if endpoint.requests_per_minute:
-        rates.append((float(endpoint.requests_per_minute), f"requests_per_minute {endpoint.requests_per_minute}"))
+        rates.append(
+            (float(endpoint.requests_per_minute), f"requests_per_minute {endpoint.requests_per_minute}")
+        )
     if endpoint.tokens_per_minute and tokens:
         rate = endpoint.tokens_per_minute / tokens
         rates.append((rate, f"tokens_per_minute {endpoint.tokens_per_minute} / {tokens} tokens a request"))
