@@ -437,3 +437,7 @@ def test_settings_read_from_toml() -> None:
         "parse",
     )
     assert ep.extra_body == {"reasoning_effort": "low", "chat_template_kwargs": {"enable_thinking": False}}
+    same = ChatEndpoint.from_dict(table, name="o4")
+    assert hash(ep) == hash(same) and {ep, same} == {ep}  # still hashable, by its settings
+    other = ChatEndpoint.from_dict({**table, "extra_body": {"reasoning_effort": "high"}}, name="o4")
+    assert other != ep and len({ep, other}) == 2

@@ -41,6 +41,7 @@ all off is the same, byte for byte, as before they existed (so are its cache key
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import urllib.parse
@@ -186,8 +187,6 @@ class ChatEndpoint(BaseModel):
             raise ValueError(
                 "values must be strings, numbers, booleans, arrays or tables (no dates, nan or inf)"
             )
-        import json
-
         if len(json.dumps(value)) > _MAX_EXTRA:
             raise ValueError(f"larger than {_MAX_EXTRA} bytes as JSON")
         return value
@@ -201,6 +200,10 @@ class ChatEndpoint(BaseModel):
                 'request with choices; leave it out of extra_body or set constrain = "none"'
             )
         return self
+
+    def __hash__(self) -> int:
+        """Endpoints stay hashable (a table of ``extra_body`` is not): hashed by their settings."""
+        return hash(json.dumps(self.model_dump(), sort_keys=True, default=str))
 
     @property
     def label(self) -> str:
