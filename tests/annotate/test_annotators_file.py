@@ -61,8 +61,8 @@ def test_tables_become_endpoints_in_file_order(tmp_path: Path) -> None:
         ("[annotators.a]\nmodel = 'm'\n", r"endpoint 'a': base_url: Field required"),
         ("[annotators.a]\nbase_url = 'ftp://h/v1'\nmodel = 'm'\n", r"base_url must be an http\(s\) URL"),
         (
-            "[annotators.a]\nbase_url = 'http://h.invalid/v1'\nmodel = 'm'\ntemperature = 1\n",
-            r"unknown setting",
+            "[annotators.a]\nbase_url = 'http://h.invalid/v1'\nmodel = 'm'\ntemprature = 1\n",
+            r"temprature: unknown setting",
         ),
         (
             "[annotators.a]\nbase_url = 'http://h.invalid/v1'\nmodel = 'm'\nmax_concurrency = 0\n",

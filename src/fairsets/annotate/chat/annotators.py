@@ -16,6 +16,23 @@ API)::
     model = "gpt-4o-mini"
     api_key_env = "OPENAI_API_KEY"   # the NAME of the variable holding the key, never the key
 
+A table may also shape its requests for its server (every setting off by default; see
+:mod:`fairsets.fetch.chat.endpoint` and docs/vote.md, *Request shaping*)::
+
+    [annotators.o4]
+    base_url = "https://api.example.com/v1"
+    model = "o4-mini"
+    api_key_env = "OPENAI_API_KEY"
+    token_limit_field = "max_completion_tokens"   # or "max_tokens" (default)
+    temperature = "server-default"                # send none (default: the request's own)
+    reasoning = true                              # cut <think>…</think>, budget reasoning_tokens
+    constrain = "json_schema"                     # or "choice", "guided_choice", "grammar", "none"
+    on_ignored_constraint = "fail"                # or "parse"
+    logprobs = true                               # each option letter's probability
+    extra_body = {reasoning_effort = "low"}       # any server-specific field
+
+``fairsets annotate probe annotators.toml`` tells what each server answers to these.
+
 Names are what results, logs and ``--a`` / ``--b`` / ``--judge`` / ``--captioner`` call them
 (letters, digits, ``_``, ``-`` and ``.``). The file never holds a key: ``api_key_env`` names the
 environment variable the key is read from when a batch starts. One file may hold voters, captioners

@@ -16,9 +16,12 @@ API key. So:
 
 API:
     * ``BadCompletion(Exception)`` — a 200 whose body is not a chat completion
-    * ``parse_completion(raw, redact) -> dict`` — the fields of a
+    * ``parse_completion(raw, redact, endpoint=None, choices=None) -> dict`` — the fields of a
       :class:`~fairsets.fetch.chat.ChatResult` (``text``, ``finish_reason``, token counts,
-      ``error``, ``refusal``)
+      ``error``, ``refusal``, ``option_probs``), read as the endpoint's shaping asks
+      (:mod:`fairsets.fetch.chat.answer_forms`): thinking cut (``reasoning``), a JSON answer read
+      back to its choice (``constrain = "json_schema"``), the choices' probabilities
+      (``logprobs``); ``choices`` are the request's (``ChatRequest.choices``)
     * ``error_detail(body, redact) -> str`` — the message of an error body, masked, then clipped
     * ``token_count(value) -> int | None`` — a reported count, or None when it is no count
     * ``clip(text, limit) -> str``
@@ -31,6 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..answers import BadAnswer, loads_json
+from .answer_forms import option_probs, strip_thinking, unwrap_json_answer
 
 if TYPE_CHECKING:
     from .endpoint import ChatEndpoint
@@ -101,8 +105,20 @@ def error_detail(body: bytes, redact: Redact) -> str:
     return clip(_text(message, redact), 200)
 
 
-def parse_completion(raw: bytes, redact: Redact, endpoint: ChatEndpoint | None = None) -> dict[str, Any]:
+def parse_completion(
+    raw: bytes,
+    redact: Redact,
+    endpoint: ChatEndpoint | None = None,
+    choices: tuple[str, ...] | None = None,
+) -> dict[str, Any]:
     """The fields of a :class:`~fairsets.fetch.chat.ChatResult` read from a chat completion body.
+
+    Args:
+        raw: the body.
+        redact: masks the key in every text kept.
+        endpoint: the endpoint asked; its shaping says how the answer is read (``None``: as sent).
+        choices: the request's allowed answers (``ChatRequest.choices``): a JSON-schema answer is
+            read back to its choice, and ``option_probs`` is read, only for a request with them.
 
     Raises:
         BadCompletion: not JSON (undecodable, nested too deeply…), no ``choices[0].message``, or
@@ -130,14 +146,38 @@ def parse_completion(raw: bytes, redact: Redact, endpoint: ChatEndpoint | None =
         "error": None,
         "refusal": None,
     }
+    reasoning = endpoint is not None and endpoint.reasoning
     content, refusal = _text(message.get("content"), redact), _text(message.get("refusal"), redact)
+    if content is None and reasoning and _thought(message):
+        content = ""  # a reasoning parser kept the thinking apart, and the budget ended inside it
     if isinstance(refusal, str) and refusal:
         fields["refusal"] = refusal
         fields["error"] = f"refused: {clip(refusal, 200)}"
     elif isinstance(content, str):
-        fields["text"] = content
+        fields["text"] = _shaped(content, endpoint, choices)
     elif finish == "content_filter":
         fields["error"] = "refused: content filter"
     else:
         raise BadCompletion(f"choices[0].message.content is {type(content).__name__}, not text")
+    if endpoint is not None and endpoint.logprobs and choices and isinstance(choice, dict):
+        probs = option_probs(choice.get("logprobs"), tuple(choices), after_thinking=reasoning)
+        if probs is not None:
+            fields["option_probs"] = probs
     return fields
+
+
+def _thought(message: dict[str, Any]) -> bool:
+    """Whether a message carries thinking apart from its content (vLLM's and llama.cpp's
+    ``reasoning_content``, Ollama's and others' ``reasoning``)."""
+    return any(isinstance(message.get(n), str) for n in ("reasoning_content", "reasoning"))
+
+
+def _shaped(text: str, endpoint: ChatEndpoint | None, choices: tuple[str, ...] | None) -> str:
+    """The answer's text as the caller uses it: thinking cut, a JSON answer read back."""
+    if endpoint is None:
+        return text
+    if endpoint.reasoning:
+        text = strip_thinking(text)
+    if endpoint.constrain == "json_schema" and choices:
+        text = unwrap_json_answer(text)
+    return text

@@ -169,7 +169,7 @@ class Transport:
             raise _NoResponse(f"connection to {where} failed: {type(exc).__name__}") from None
         if len(raw) > MAX_RESPONSE:
             raise _Bad(f"response larger than {MAX_RESPONSE} bytes (no chat answer is); not read further")
-        return ChatResult(**parse_completion(raw, redact, self.endpoint))
+        return ChatResult(**parse_completion(raw, redact, self.endpoint, choices))
 
     def _refuse(self, status: int, headers: Any, raw: bytes, key: str, redact: Redactor) -> None:
         """Raise what an answer of ``status`` ≥ 300 means."""
