@@ -311,10 +311,23 @@ def test_min_vote_confidence_keeps_the_planted_boxes_and_calibration_is_reported
     assert want["ann_c"]["bins"][6][2] < 1.0 and want["ann_c"]["ece"] > 0
     assert want["ann_a"]["no_reference"] == unsure_unclear  # the others (ann_b, ann_c) disagree there
     assert "Confidence calibration" in first.report.read_text()
-    entry = layout.read_manifest(ann.path)["votes"]["votes.parquet"]
+    manifest = layout.read_manifest(ann.path)
+    entry = manifest["votes"]["votes.parquet"]
     assert entry["agreement"]["calibration"]["annotators"]["ann_c"]["ece"] == pytest.approx(
         want["ann_c"]["ece"]
     )
+    strict_entry = manifest["votes"]["strict.jsonl"]["consensus"]["min_vote_confidence"]
+    assert strict_entry["threshold"] == 0.5 and strict_entry["low_confidence"] == floor["low_confidence"]
+    assert "min_vote_confidence" not in entry["consensus"]
+    # what publishing says of them
+    from fairsets.annotate.publish.votes import release_votes, vote_analysis
+
+    said = dict(
+        zip(sorted(manifest["votes"]), vote_analysis({"votes": release_votes(manifest)}), strict=True)
+    )
+    assert "expected calibration error" in said["votes.parquet"]
+    assert "probability of the chosen option is at least 0.5" in said["strict.jsonl"]
+    assert "at least 0.5" not in said["votes.parquet"]
 
 
 def _csv_items(path: Path) -> set[str]:
