@@ -340,8 +340,10 @@ def _csv_items(path: Path) -> set[str]:
 def test_no_log_probabilities_leave_the_confidence_null(
     tmp_path: Path, painted_ann: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """ann_a asks but its server sends none, the others do not ask: every confidence is null, and a
-    minimum confidence keeps nothing (an answer without a probability does not count)."""
+    """Endpoints at their defaults: requests that name their choices find the answers cached before
+    they did, and every confidence is null. Then ann_a asks but its server sends none, the others do
+    not ask: null too, and a minimum confidence keeps nothing (an answer without a probability does
+    not count)."""
     ann = painted_ann
     n = len(ann.truth)
     annotators = [Sure("ann_a", send=False), Sure("ann_b"), Sure("ann_c")]
@@ -354,7 +356,7 @@ def test_no_log_probabilities_leave_the_confidence_null(
     for a in annotators:
         a.__enter__()
     try:
-        toml = write_toml(tmp_path / "annotators.toml", annotators, {"ann_a": True})
+        toml = write_toml(tmp_path / "annotators.toml", annotators, {})
         with monkeypatch.context() as m:
             m.setattr(ask, "vote_request", before_choices)
             old = vote_boxes(

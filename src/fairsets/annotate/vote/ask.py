@@ -22,8 +22,10 @@ asks for log-probabilities then gets each letter's probability back
 (:attr:`~fairsets.fetch.chat.ChatResult.option_probs`), stored per answer as ``option_probs``
 (JSON, label → probability, in the order shown; only the letters the server gave a probability)
 and ``confidence`` (the probability of the letter the answer chose, for an ``ok`` answer). Both
-are null when no probability came back: never invented, never 1.0. ``choices`` is not part of the
-cache key, so answers cached before it was sent are still found.
+are null when no probability came back: never invented, never 1.0. For an endpoint at its default
+settings ``choices`` is not part of the cache key, so answers cached before it was sent are still
+found; one that asks for log-probabilities (or constrains answers) keys its answers by them, so
+turning ``logprobs`` on asks again what was answered without probabilities.
 
 :func:`ask_all` gathers the answers (one row per box and annotator, :data:`ANSWER_SCHEMA`) for the
 run (:func:`fairsets.annotate.vote.run.vote_boxes`), which makes the consensus of them.
