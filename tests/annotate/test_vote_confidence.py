@@ -12,7 +12,7 @@ the planted boxes, and every stored probability, drop count and calibration numb
 here from that behaviour and from the answers table alone.
 
 These runs read the probabilities through the chat client's own parsing of the server's
-``logprobs`` (``ChatResult.option_probs``, issue 29's shaping); nothing is patched.
+``logprobs`` (``ChatResult.option_probs``, issue 29's shaping); the chat client is not patched.
 """
 
 from __future__ import annotations
