@@ -27,6 +27,13 @@ def summary_line(result: VoteResult, attribute: str) -> str:
     )
     if stats.get("relaxed"):
         line += f" ({stats['relaxed']} kept by a relaxed rule)"
+    floor = stats.get("min_confidence")
+    if floor:
+        low, none = (sum(floor[k].values()) for k in ("low_confidence", "no_confidence"))
+        line += (
+            f"; answers counted only with confidence ≥ {floor['threshold']:g}: {low} under it and "
+            f"{none} without a confidence did not count"
+        )
     line += f"; Fleiss' κ {kappa:.3f}" if kappa is not None else "; Fleiss' κ undefined"
     rate = result.requests_sent / result.seconds if result.seconds > 0 else 0.0
     line += (
@@ -77,6 +84,16 @@ def vote_cmd(
             "(repeatable; default for gender: mixed=2; none: every annotator must agree).",
         ),
     ] = None,
+    min_vote_confidence: Annotated[
+        float | None,
+        typer.Option(
+            "--min-vote-confidence",
+            metavar="P",
+            help="An answer counts toward consensus only when the model's probability of its letter "
+            "is at least P (0-1; needs logprobs = true in annotators.toml; an answer without a "
+            "probability does not count).",
+        ),
+    ] = None,
     keywords: Annotated[
         Path | None,
         typer.Option("--keywords", help="Race keyword file (TOML) recalling candidates by alt-text."),
@@ -119,6 +136,11 @@ def vote_cmd(
         die(f"--per-class-cap {per_class_cap}: give the most boxes to keep per label (1 or more)")
     if max_retries < 0:
         die(f"--max-retries {max_retries}: give 0 or more")
+    if min_vote_confidence is not None and not 0.0 <= min_vote_confidence <= 1.0:
+        die(
+            f"--min-vote-confidence {min_vote_confidence:g}: give a probability from 0 to 1 "
+            "(e.g. 0.8: an answer counts when the model gave its letter at least 80 %)"
+        )
     try:
         rules = parse_relax(relax, attribute)
     except ValueError as exc:
@@ -135,6 +157,7 @@ def vote_cmd(
             view=view,
             seed=seed,
             relax=rules,
+            min_vote_confidence=min_vote_confidence,
             keywords=keywords,
             max_retries=max_retries,
             progress=Progress(False if quiet else None),

@@ -85,6 +85,12 @@ def _rule(v: Mapping[str, Any]) -> str:
             f"{lab} when at least {k} of {n} give it and no other label gets as many votes"
             for lab, k in sorted(relax.items())
         )
+    floor = c.get("min_vote_confidence")
+    if isinstance(floor, Mapping) and floor.get("threshold") is not None:
+        text += (
+            f"; a model's answer counts only when its probability of the chosen option is at least "
+            f"{_num(floor['threshold'])} (an answer under it or without a probability does not count)"
+        )
     cap = c.get("per_class_cap")
     return text + (f"; at most {cap} boxes per label are kept" if cap else "; no cap per label")
 
@@ -152,12 +158,24 @@ def vote_analysis(m: Mapping[str, Any]) -> list[str]:
             f"{p.get('a')}-{p.get('b')} {_num(p.get('cohen_kappa'))} over {p.get('items', 'n/a')} boxes"
             for p in a.get("pairs") or []
         )
+        calib = a.get("calibration") if isinstance(a.get("calibration"), Mapping) else {}
+        calibration = ", ".join(
+            f"{who} {_num(c.get('ece'))} over {c.get('answers', 'n/a')} answers"
+            for who, c in (calib.get("annotators") or {}).items()
+            if isinstance(c, Mapping)
+        )
         out.append(
             f"{v.get('attribute', 'n/a')}, agreement among the {len(_models(v))} chat models of the vote "
             f"({name}): Fleiss' kappa {_num(a.get('fleiss_kappa'))} over {_num(a.get('fleiss_items'))} "
             f"boxes every model answered, Krippendorff's alpha (nominal) {alpha} over "
             f"{_num(a.get('krippendorff_items'))} boxes with two answers or more"
             + (f", Cohen's kappa per pair: {pairs}" if pairs else "")
+            + (
+                f", expected calibration error of each model's confidence against the other models' "
+                f"agreement ({calib.get('bins', 'n/a')} equal-width bins, leave-one-out): {calibration}"
+                if calibration
+                else ""
+            )
             + f"; consensus rule: {_rule(v)}"
         )
     return out

@@ -6,8 +6,9 @@ format, which ``annotate train`` reads), its statistics and the report page next
 (:func:`~.run.output_paths`), caches every answer in ``ANN/.fairsets/chat-cache``, and writes a
 summary of the vote in ``ANN/manifest.json``'s ``votes`` (:mod:`.record`, read when publishing). The
 questions and their parsed answers are :mod:`.prompts`, the consensus with its agreement
-statistics :mod:`.consensus`, the asking of every annotator :mod:`.ask`, the report page
-:mod:`.report` with its examples :mod:`.examples`, and the run that ties them :mod:`.run`.
+statistics :mod:`.consensus`, the asking of every annotator :mod:`.ask`, the calibration of the
+annotators' confidence against their agreement :mod:`.calibration`, the report page :mod:`.report`
+with its examples :mod:`.examples`, and the run that ties them :mod:`.run`.
 
 Importing this package imports none of its modules: each name below is imported on first use
 (so ``from fairsets.annotate.vote import vote_boxes`` works as it did when this was one module).
@@ -18,12 +19,16 @@ from fairsets.core.lazy import lazy_exports
 __all__ = [
     "ANSWER_SCHEMA",
     "ATTRIBUTES",
+    "CALIBRATION_RULE",
+    "CONFIDENCE_RULE",
     "DEFAULT_CAP",
     "DEFAULT_RELAX",
     "EXAMPLES",
     "FAILED",
     "INVALID",
+    "LOW_CONFIDENCE",
     "MAX_ANSWER_CHARS",
+    "NO_CONFIDENCE",
     "OK",
     "OPTIONS",
     "REFUSED",
@@ -38,6 +43,7 @@ __all__ = [
     "VoteResult",
     "ask_all",
     "build_question",
+    "calibration_html",
     "choose_examples",
     "default_keywords_path",
     "example_views",
@@ -64,6 +70,8 @@ __getattr__, __dir__ = lazy_exports(
         "ANSWER_SCHEMA": "fairsets.annotate.vote.ask",
         "ATTRIBUTES": "fairsets.annotate.vote.prompts",
         "Asked": "fairsets.annotate.vote.ask",
+        "CALIBRATION_RULE": "fairsets.annotate.vote.calibration",
+        "CONFIDENCE_RULE": "fairsets.annotate.vote.consensus",
         "Ballot": "fairsets.annotate.vote.consensus",
         "Consensus": "fairsets.annotate.vote.consensus",
         "DEFAULT_CAP": "fairsets.annotate.vote.consensus",
@@ -72,7 +80,9 @@ __getattr__, __dir__ = lazy_exports(
         "Example": "fairsets.annotate.vote.report",
         "FAILED": "fairsets.annotate.vote.ask",
         "INVALID": "fairsets.annotate.vote.prompts",
+        "LOW_CONFIDENCE": "fairsets.annotate.vote.consensus",
         "MAX_ANSWER_CHARS": "fairsets.annotate.vote.ask",
+        "NO_CONFIDENCE": "fairsets.annotate.vote.consensus",
         "OK": "fairsets.annotate.vote.prompts",
         "OPTIONS": "fairsets.annotate.vote.prompts",
         "Question": "fairsets.annotate.vote.prompts",
@@ -83,6 +93,7 @@ __getattr__, __dir__ = lazy_exports(
         "VoteResult": "fairsets.annotate.vote.run",
         "ask_all": "fairsets.annotate.vote.ask",
         "build_question": "fairsets.annotate.vote.prompts",
+        "calibration_html": "fairsets.annotate.vote.calibration",
         "choose_examples": "fairsets.annotate.vote.examples",
         "default_keywords_path": "fairsets.annotate.vote.prompts",
         "example_views": "fairsets.annotate.vote.examples",

@@ -17,6 +17,16 @@ a status:
 * ``failed``: no answer: the request still failed after ``max_retries`` (429, 5xx, timeouts), or
   the box's image is gone from its shard (``error`` says why).
 
+Every question names its option letters as the request's ``choices``; an annotator whose endpoint
+asks for log-probabilities then gets each letter's probability back
+(:attr:`~fairsets.fetch.chat.ChatResult.option_probs`), stored per answer as ``option_probs``
+(JSON, label → probability, in the order shown; only the letters the server gave a probability)
+and ``confidence`` (the probability of the letter the answer chose, for an ``ok`` answer). Both
+are null when no probability came back: never invented, never 1.0. For an endpoint at its default
+settings ``choices`` is not part of the cache key, so answers cached before it was sent are still
+found; one that asks for log-probabilities (or constrains answers) keys its answers by them, so
+turning ``logprobs`` on asks again what was answered without probabilities.
+
 :func:`ask_all` gathers the answers (one row per box and annotator, :data:`ANSWER_SCHEMA`) for the
 run (:func:`fairsets.annotate.vote.run.vote_boxes`), which makes the consensus of them.
 """
@@ -24,6 +34,7 @@ run (:func:`fairsets.annotate.vote.run.vote_boxes`), which makes the consensus o
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -78,6 +89,8 @@ ANSWER_SCHEMA = pa.schema(
         pa.field("cached", pa.bool_()),
         pa.field("prompt_tokens", pa.int64()),
         pa.field("completion_tokens", pa.int64()),
+        pa.field("confidence", pa.float64()),
+        pa.field("option_probs", pa.string()),
     ]
 )
 
@@ -93,7 +106,11 @@ def vote_request(
         return parse_answer(text, question)[1] != INVALID
 
     return ChatRequest(
-        [user(question.text, images=[jpeg])], temperature=0.0, max_tokens=max_tokens, accept=accept
+        [user(question.text, images=[jpeg])],
+        temperature=0.0,
+        max_tokens=max_tokens,
+        choices=question.letters,
+        accept=accept,
     )
 
 
@@ -119,6 +136,8 @@ def _answer_row(
         "cached": False,
         "prompt_tokens": None,
         "completion_tokens": None,
+        "confidence": None,
+        "option_probs": None,
     }
     if result is None:
         return row
@@ -141,12 +160,38 @@ def _kept(text: str | None) -> str | None:
     return f"{text[:half]} … [{len(text) - 2 * half} characters not stored] … {text[-half:]}"
 
 
-def _read(row: dict[str, Any], result: ChatResult, question: Any) -> None:
-    """Fill an answered row: the parsed label and status, the raw text kept."""
+def _read(row: dict[str, Any], result: ChatResult, question: Question) -> None:
+    """Fill an answered row: the parsed label and status, the raw text kept, the probabilities."""
+    probs = _option_probs(result.option_probs, question)
+    if probs:
+        row["option_probs"] = json.dumps(probs, ensure_ascii=False)
     if result.error is not None:
         return
     label, status = parse_answer(result.text, question)
     row.update(status=status, label=label, answer=_kept(result.text), error=None)
+    if label is not None:
+        letter = next(k for k, v in question.options.items() if v == label)
+        row["confidence"] = _probability((result.option_probs or {}).get(letter))
+
+
+def _probability(value: Any) -> float | None:
+    """A probability as stored: a finite number from 0 to 1, else None (never guessed)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if 0.0 <= value <= 1.0 else None  # NaN fails both comparisons
+
+
+def _option_probs(probs: Mapping[str, Any] | None, question: Question) -> dict[str, float]:
+    """``label → probability`` in the order shown, for the question's letters that have one."""
+    if not probs:
+        return {}
+    out = {}
+    for letter, label in question.options.items():
+        p = _probability(probs.get(letter))
+        if p is not None:
+            out[label] = p
+    return out
 
 
 class _Fanout:

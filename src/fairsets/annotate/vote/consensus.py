@@ -12,13 +12,22 @@ labels are kept, so the heads train on clean labels:
   ``female``, which is why the method relaxes the rare ``mixed`` class). Invalid and refused
   replies count for no label.
 
+**Minimum confidence** (optional, ``min_confidence=P``): an ``ok`` answer counts only when the
+annotator's probability of the letter it chose (the ballot's ``confidences``, from the server's
+log-probabilities) is at least ``P``. Any other answer is treated as an abstention, like an
+invalid reply: ``low_confidence`` (a probability under ``P``) or ``no_confidence`` (no probability
+came back: an answer whose confidence is unknown does not count). It blocks the item under
+**all**, counts for no label under **relaxed**, and is missing in every κ and α. The denominator of
+a row's ``agreement`` stays every annotator of the vote.
+
 Then each label keeps at most ``per_class_cap`` items (default 25000, as in the method), chosen
 by a hash of ``(seed, label, item)``: the same seed keeps the same items, and adding items to the
 vote never swaps out items already kept unless the cap forces it.
 
 The rows are a LABELS table (:mod:`fairsets.annotate.heads.labels`: ``shard, key, box_id, label``) with
 the extra columns ``agreement`` (share of annotators that voted the label), ``rule`` (``all`` or
-``relaxed``) and ``votes`` (JSON: annotator → label, or ``invalid`` / ``refused``), which LABELS
+``relaxed``) and ``votes`` (JSON: annotator → label, or ``invalid`` / ``refused`` /
+``low_confidence`` / ``no_confidence``), which LABELS
 readers ignore. The statistics (:func:`consensus`'s ``stats``) are JSON-ready; every κ comes from
 :mod:`fairsets.annotate.agreement`.
 """
@@ -51,13 +60,34 @@ from ..agreement import (
 from ..heads.labels import item_id
 from .prompts import INVALID, OK, REFUSED
 
-__all__ = ["DEFAULT_CAP", "ROW_COLUMNS", "Ballot", "Consensus", "consensus", "write_labels"]
+__all__ = [
+    "CONFIDENCE_RULE",
+    "DEFAULT_CAP",
+    "LOW_CONFIDENCE",
+    "NO_CONFIDENCE",
+    "ROW_COLUMNS",
+    "Ballot",
+    "Consensus",
+    "consensus",
+    "write_labels",
+]
 
 #: Items kept per label by default.
 DEFAULT_CAP = 25_000
 #: Column order of the consensus rows.
 ROW_COLUMNS = ("shard", "key", "box_id", "label", "agreement", "rule", "votes")
 _STATUSES = (OK, INVALID, REFUSED)
+#: Why an ``ok`` answer did not count under a minimum confidence (see the module docstring).
+LOW_CONFIDENCE = "low_confidence"
+NO_CONFIDENCE = "no_confidence"
+#: The minimum-confidence rule in words, as ``stats["min_confidence"]["rule"]`` states it.
+CONFIDENCE_RULE = (
+    "an ok answer counts toward consensus only when the annotator's probability of the letter it "
+    "chose is at least the threshold; an answer under it (low_confidence) or without a probability "
+    "(no_confidence: the server returned none) is treated as an abstention, like an invalid answer: "
+    "it blocks full agreement, counts for no label under a relaxed rule and is missing in every "
+    "kappa and alpha; a row's agreement stays the share of all the vote's annotators"
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +99,8 @@ class Ballot:
         labels: One label per annotator, in the order of ``annotators``; ``None`` = no usable answer.
         statuses: One parse status per annotator (``ok``, ``invalid``, ``refused``); empty means
             ``ok`` where a label is given and ``invalid`` elsewhere.
+        confidences: One probability per annotator (of the letter it chose; ``None``: none came
+            back), read only under a minimum confidence; empty: none for anyone.
     """
 
     shard: str
@@ -76,6 +108,7 @@ class Ballot:
     box_id: int | None
     labels: tuple[str | None, ...]
     statuses: tuple[str, ...] = ()
+    confidences: tuple[float | None, ...] = ()
 
     @property
     def item(self) -> str:
@@ -106,6 +139,34 @@ def _statuses(ballot: Ballot, n: int) -> tuple[str, ...]:
         if (status == OK) != (lab is not None):
             raise ValueError(f"{ballot.item}: status {status!r} with label {lab!r}; only 'ok' has a label")
     return ballot.statuses
+
+
+def _counted(
+    ballot: Ballot, n: int, min_confidence: float | None
+) -> tuple[tuple[str | None, ...], tuple[str, ...]]:
+    """The labels and statuses that count: under ``min_confidence``, an ok answer without a
+    probability, or with one under it, becomes an abstention (module docstring)."""
+    statuses = _statuses(ballot, n)
+    if min_confidence is None:
+        return tuple(ballot.labels), statuses
+    confidences = ballot.confidences or (None,) * n
+    if len(confidences) != n:
+        raise ValueError(f"{ballot.item}: {len(confidences)} confidences for {n} annotators")
+    labels, out = list(ballot.labels), list(statuses)
+    for i, (status, p) in enumerate(zip(statuses, confidences, strict=True)):
+        if status != OK:
+            continue
+        if p is None or p < min_confidence:
+            labels[i], out[i] = None, NO_CONFIDENCE if p is None else LOW_CONFIDENCE
+    return tuple(labels), tuple(out)
+
+
+def _check_confidence(p: float | None) -> float | None:
+    if p is None:
+        return None
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"min_confidence must be a probability from 0 to 1, not {p!r}")
+    return float(p)
 
 
 def _check_relax(relax: Mapping[str, int], n: int) -> dict[str, int]:
@@ -167,6 +228,7 @@ def consensus(
     relax: Mapping[str, int] | None = None,
     per_class_cap: int | None = DEFAULT_CAP,
     seed: int = 0,
+    min_confidence: float | None = None,
 ) -> Consensus:
     """Keep the consensus labels of a vote and measure the annotators' agreement.
 
@@ -178,6 +240,8 @@ def consensus(
         relax: Per label, the votes that keep it without full agreement (see the module docstring).
         per_class_cap: Items kept per label at most (None: no cap).
         seed: Chooses which items a capped label keeps.
+        min_confidence: An ok answer counts only with a confidence at least this (module
+            docstring); None: every ok answer counts and ``confidences`` are not read.
 
     Returns:
         The kept rows sorted by ``(shard, key, box_id)``, and ``stats``: ``annotators``, ``labels``,
@@ -188,11 +252,14 @@ def consensus(
         answers or more, invalid and refused answers missing; the dict of
         :func:`~fairsets.annotate.agreement.krippendorff_alpha`), and ``pairs`` (per pair of
         annotators: ``items`` both answered, ``agreement``, ``cohen_kappa`` and ``confusion``).
-        Undefined κ and α are ``None``.
+        Undefined κ and α are ``None``. With ``min_confidence``, ``stats["min_confidence"]``:
+        ``threshold``, ``rule`` (:data:`CONFIDENCE_RULE`) and per annotator the answers dropped,
+        ``low_confidence`` and ``no_confidence``; every other count and κ is over the answers that count.
 
     Raises:
         ValueError: Fewer than two annotators or repeated names, a ballot with the wrong number of
-            labels, an item twice, a label outside ``labels``, a bad ``relax`` or cap.
+            labels, an item twice, a label outside ``labels``, a bad ``relax``, cap or
+            ``min_confidence``.
     """
     names = [str(a) for a in annotators]
     n = len(names)
@@ -201,12 +268,13 @@ def consensus(
     if per_class_cap is not None and (isinstance(per_class_cap, bool) or per_class_cap < 1):
         raise ValueError(f"per_class_cap must be a positive number of items or None, not {per_class_cap!r}")
     rules = _check_relax(relax or {}, n)
+    threshold = _check_confidence(min_confidence)
     allowed = list(labels) if labels is not None else None
     seen: set[str] = set()
     votes: list[tuple[str | None, ...]] = []
-    status_counts = {s: Counter[str]() for s in (INVALID, REFUSED)}
+    status_counts = {s: Counter[str]() for s in (INVALID, REFUSED, LOW_CONFIDENCE, NO_CONFIDENCE)}
     per_annotator = {name: Counter[str]() for name in names}
-    kept: dict[str, list[tuple[Ballot, str, int]]] = {}
+    kept: dict[str, list[tuple[Ballot, str, int, dict[str, str]]]] = {}
     no_consensus = 0
     items = sorted(ballots, key=_order)
     for ballot in items:
@@ -215,21 +283,24 @@ def consensus(
         seen.add(ballot.item)
         if len(ballot.labels) != n:
             raise ValueError(f"{ballot.item}: {len(ballot.labels)} labels for {n} annotators")
-        statuses = _statuses(ballot, n)
-        for name, lab, status in zip(names, ballot.labels, statuses, strict=True):
+        for name, lab in zip(names, ballot.labels, strict=True):
+            if lab is not None and allowed is not None and lab not in allowed:
+                raise ValueError(f"{ballot.item}: {name} voted {lab!r}, which is not among {allowed}")
+        counted, statuses = _counted(ballot, n, threshold)
+        for name, lab, status in zip(names, counted, statuses, strict=True):
             if lab is None:
                 status_counts[status][name] += 1
-                continue
-            if allowed is not None and lab not in allowed:
-                raise ValueError(f"{ballot.item}: {name} voted {lab!r}, which is not among {allowed}")
-            per_annotator[name][lab] += 1
-        votes.append(tuple(ballot.labels))
-        decision = _decide(ballot.labels, rules)
+            else:
+                per_annotator[name][lab] += 1
+        votes.append(counted)
+        decision = _decide(counted, rules)
         if decision is None:
             no_consensus += 1
             continue
         label, rule, count = decision
-        kept.setdefault(label, []).append((ballot, rule, count))
+        said = zip(names, counted, statuses, strict=True)
+        answers = {name: lab if lab is not None else st for name, lab, st in said}
+        kept.setdefault(label, []).append((ballot, rule, count, answers))
 
     order = allowed if allowed is not None else sorted({lab for v in votes for lab in v if lab is not None})
     rows: list[dict[str, Any]] = []
@@ -240,12 +311,7 @@ def consensus(
         if per_class_cap is not None and len(chosen) > per_class_cap:
             chosen = sorted(chosen, key=lambda c: _rank(seed, label, c[0].item))[:per_class_cap]
         after[label] = len(chosen)
-        for ballot, rule, count in chosen:
-            statuses = _statuses(ballot, n)
-            answers = {
-                name: lab if lab is not None else st
-                for name, lab, st in zip(names, ballot.labels, statuses, strict=True)
-            }
+        for ballot, rule, count, answers in chosen:
             rows.append(
                 {
                     "shard": ballot.shard,
@@ -283,6 +349,13 @@ def consensus(
         "krippendorff_alpha": krippendorff_alpha(ratings_table(votes, list(order))) if order else None,
         "pairs": _pairs(names, votes, list(order)),
     }
+    if threshold is not None:
+        stats["min_confidence"] = {
+            "threshold": threshold,
+            "rule": CONFIDENCE_RULE,
+            LOW_CONFIDENCE: {name: status_counts[LOW_CONFIDENCE][name] for name in names},
+            NO_CONFIDENCE: {name: status_counts[NO_CONFIDENCE][name] for name in names},
+        }
     return Consensus(rows=rows, stats=stats)
 
 

@@ -16,11 +16,14 @@ VOTES name adds one. The summary (:func:`vote_summary`) holds:
   ``prompt_sha256``, the SHA-256 of that template (the options are shuffled per annotator and box,
   by the seed);
 * ``consensus``: the rule (every annotator gives the label, or a relaxed ``{label: k}``) and the
-  per-class cap;
+  per-class cap; under a minimum confidence also ``min_vote_confidence`` (the threshold, its rule
+  and per annotator the answers it dropped, ``low_confidence`` and ``no_confidence``);
 * ``counts``: boxes asked, answered by every voter, pending (a failed request), rejected (no
   image), and per label the consensus before and after the cap; boxes without consensus;
 * ``agreement``: Fleiss' κ over the boxes every voter answered, Krippendorff's α (with its interval
-  when one was computed) and Cohen's κ of every pair, as in ``agreement.json``;
+  when one was computed) and Cohen's κ of every pair, as in ``agreement.json``; when answers carry
+  a confidence, ``calibration``: the number of ``bins`` and per annotator (``annotators``) its
+  ``ece`` and the ``answers`` it is over (:mod:`.calibration`);
 * ``files``: the names of VOTES and the files beside it, and VOTES' SHA-256.
 
 No time and no request counter goes in: a re-run answered from the cache writes the same entry.
@@ -59,9 +62,14 @@ def prompt_template(attribute: str) -> dict[str, Any]:
 
 
 def vote_summary(
-    run: Mapping[str, Any], stats: Mapping[str, Any], votes: Path, files: Mapping[str, str]
+    run: Mapping[str, Any],
+    stats: Mapping[str, Any],
+    votes: Path,
+    files: Mapping[str, str],
+    calibration: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest entry of a vote from ``agreement.json``'s ``run`` and ``stats`` (module docstring)."""
+    """The manifest entry of a vote from ``agreement.json``'s ``run``, ``stats`` and ``calibration``
+    (module docstring)."""
     attribute = str(run["attribute"])
     annotators = [{"name": a["name"], "model": a["model"]} for a in run["annotators"]]
     alpha = stats.get("krippendorff_alpha") or {}
@@ -100,6 +108,16 @@ def vote_summary(
         },
         "files": {**{k: Path(v).name for k, v in files.items()}, "votes_sha256": sha256_file(votes)},
     }
+    floor = stats.get("min_confidence")
+    if floor:
+        summary["consensus"]["min_vote_confidence"] = {
+            k: floor[k] for k in ("threshold", "rule", "low_confidence", "no_confidence")
+        }
+    if calibration:
+        per = {
+            name: {"ece": a["ece"], "answers": a["answers"]} for name, a in calibration["annotators"].items()
+        }
+        summary["agreement"]["calibration"] = {"bins": calibration["bins"], "annotators": per}
     if "recall" in run:
         summary["recall"] = {"keywords": run.get("keywords"), "labels": dict(run["recall"])}
     return summary

@@ -14,10 +14,14 @@ and a sample of the voted items:
   "not computed" when the stats lack it);
 * **per class**: each annotator's votes, the consensus before the cap and what the cap kept, as a
   table and a bar chart;
-* **invalid and refused** answers per annotator;
+* **invalid and refused** answers per annotator, and under a minimum confidence the answers it
+  dropped (``low_confidence``, ``no_confidence``) with the rule;
 * **pairs**: per pair of annotators the items both answered, the raw agreement, Cohen's κ, and the
   confusion matrix (rows: the first annotator's label, columns: the second's, in ``stats["labels"]``
   order), shaded by count;
+* **confidence calibration** when answers carry a confidence
+  (:func:`fairsets.annotate.vote.calibration.calibration_html`: the rule, per annotator its ECE
+  and bins);
 * **contact sheet**: the examples in two grids, *consensus* and *disagreement*; each thumbnail is
   the view the annotators were sent, captioned with the item id, the consensus label and rule, and
   every annotator's vote, votes that differ from the consensus (or, without one, from the most
@@ -32,8 +36,8 @@ markup. An undefined κ (``None``) shows as "—". An example whose image does n
 
 API:
     * ``Example(item, jpeg, votes, label, rule)``
-    * ``render_vote_report(stats, examples, *, title, run=None) -> str``
-    * ``write_vote_report(path, stats, examples, *, title, run=None) -> Path`` (atomic)
+    * ``render_vote_report(stats, examples, *, title, run=None, calibration=None) -> str``
+    * ``write_vote_report(path, stats, examples, *, title, run=None, calibration=None) -> Path`` (atomic)
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ __all__ = ["THUMB_SIDE", "Example", "render_vote_report", "write_vote_report"]
 #: Longest side of a contact-sheet thumbnail, in pixels.
 THUMB_SIDE = 192
 _DASH = "—"
-_NO_ANSWER = ("invalid", "refused", "failed")
+_NO_ANSWER = ("invalid", "refused", "failed", "low_confidence", "no_confidence")
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,8 @@ class Example:
     Attributes:
         item: ``"shard/key/box_id"``.
         jpeg: The view the annotators were sent (JPEG bytes).
-        votes: Annotator → label, or ``invalid`` / ``refused`` / ``failed``.
+        votes: Annotator → label, or ``invalid`` / ``refused`` / ``failed`` / ``low_confidence`` /
+            ``no_confidence``.
         label: The consensus label, None when there is no consensus.
         rule: ``all`` or ``relaxed``; None when there is no consensus.
     """
@@ -166,6 +171,17 @@ def _summary(stats: Mapping[str, Any]) -> str:
     if stats.get("relax"):
         rule = ", ".join(f"{_e(k)}: {_num(v)} votes" for k, v in stats["relax"].items())
         rows.append(("relaxed rules", rule))
+    floor = stats.get("min_confidence")
+    if isinstance(floor, Mapping):
+        low = sum((floor.get("low_confidence") or {}).values())
+        none = sum((floor.get("no_confidence") or {}).values())
+        rows.append(
+            (
+                "minimum confidence",
+                f"{_num(floor.get('threshold'))}: {_num(low)} answers under it and {_num(none)} without "
+                f"a confidence did not count ({_e(floor.get('rule', ''))})",
+            )
+        )
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<h2 id="summary">Summary</h2>\n<table class="kv">{body}</table>\n'
 
@@ -234,18 +250,22 @@ def _per_class(stats: Mapping[str, Any]) -> str:
 def _answers(stats: Mapping[str, Any]) -> str:
     names = [str(x) for x in stats.get("annotators") or []]
     items = int(stats.get("items") or 0)
-    invalid, refused = stats.get("invalid") or {}, stats.get("refused") or {}
+    columns = {"invalid": stats.get("invalid") or {}, "refused": stats.get("refused") or {}}
+    floor = stats.get("min_confidence")
+    if isinstance(floor, Mapping):  # the answers a minimum confidence dropped
+        columns.update({k: floor.get(k) or {} for k in ("low_confidence", "no_confidence")})
 
     def cell(count: int) -> str:
         return f'<td class="n">{_num(count)}{_pct(count, items)}</td>'
 
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
     body = "".join(
-        f"<tr><th>{_e(n)}</th>{cell(int(invalid.get(n, 0)))}{cell(int(refused.get(n, 0)))}</tr>"
+        f"<tr><th>{_e(n)}</th>" + "".join(cell(int(col.get(n, 0))) for col in columns.values()) + "</tr>"
         for n in names
     )
     return (
         '<h2 id="answers">Invalid and refused answers</h2>\n'
-        f"<table><tr><th>annotator</th><th>invalid</th><th>refused</th></tr>{body}</table>\n"
+        f"<table><tr><th>annotator</th>{head}</tr>{body}</table>\n"
     )
 
 
@@ -414,6 +434,7 @@ def render_vote_report(
     *,
     title: str,
     run: Mapping[str, Any] | None = None,
+    calibration: Mapping[str, Any] | None = None,
 ) -> str:
     """The report page (a complete HTML document) for a vote's ``stats`` and a sample of its items.
 
@@ -423,7 +444,10 @@ def render_vote_report(
         title: The page title (escaped).
         run: Run information to show first (attribute, seed, view, annotators, requests sent, cache
             hits, tokens, pending items, ...): any JSON-like mapping, shown key by key.
+        calibration: ``agreement.json``'s ``calibration`` (:mod:`fairsets.annotate.vote.calibration`).
     """
+    from .calibration import calibration_html
+
     parts = [
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
@@ -434,6 +458,7 @@ def render_vote_report(
         _per_class(stats),
         _answers(stats),
         _pairs(stats),
+        calibration_html(calibration),
         _sheet(examples),
         "</body>\n</html>\n",
     ]
@@ -447,13 +472,14 @@ def write_vote_report(
     *,
     title: str,
     run: Mapping[str, Any] | None = None,
+    calibration: Mapping[str, Any] | None = None,
 ) -> Path:
     """Render the report (:func:`render_vote_report`) and write it to ``path`` atomically.
 
     The page is rendered completely before anything is written, so an error leaves no file (and an
     existing report at ``path`` untouched). Returns ``path``.
     """
-    text = render_vote_report(stats, examples, title=title, run=run)
+    text = render_vote_report(stats, examples, title=title, run=run, calibration=calibration)
     target = Path(path)
     atomic_write_text(target, text)
     return target

@@ -29,7 +29,9 @@ answer is cached as it arrives and gets a status, ``ok``, ``invalid``, ``refused
 annotator gave it, or by a relaxed rule: for ``gender`` by default ``{"mixed": 2}`` (at least two
 annotators say ``mixed`` and no other label got as many votes: the method's "2 of 3", since a model
 that sees only one of two people answers ``male`` or ``female``); none for ``race``. Then each
-label keeps at most ``per_class_cap`` boxes, chosen by the seed. A box with a ``failed`` answer is
+label keeps at most ``per_class_cap`` boxes, chosen by the seed. With ``min_vote_confidence``, an
+answer counts only when its confidence reaches it (an answer under it or without one is an
+abstention: :mod:`.consensus`). A box with a ``failed`` answer is
 left out of this run's consensus and statistics: it is listed in ``agreement.json`` (``pending``
 for a request that failed, ``rejected`` for a box with no image), and a re-run asks only those
 requests again, every other answer coming from the cache.
@@ -40,13 +42,13 @@ requests again, every other answer coming from the cache.
   ``fairsets annotate train`` reads (``shard, key, box_id, label`` plus ``agreement``, ``rule``,
   ``votes``);
 * ``<stem>.answers.parquet`` beside it (:data:`~.ask.ANSWER_SCHEMA`): one row per box and annotator with
-  the status, label, raw answer, error, the options' order (``A=female,B=unclear,…``) and whether
-  it came from the cache;
+  the status, label, raw answer, error, the options' order (``A=female,B=unclear,…``), whether
+  it came from the cache, and ``confidence`` and ``option_probs`` (null without log-probabilities);
 * ``<stem>.agreement.json``: ``stats`` (the consensus statistics: counts per label, invalid and
   refused per annotator, Fleiss' κ, Cohen's κ and the confusion matrix of every pair) and ``run``
   (attribute, seed, view, sample asked and chosen, race recall per label, each annotator's name,
-  model and host, never a key, requests sent, cache hits, retries, tokens, failed answers), then
-  ``pending`` and ``rejected``;
+  model and host, never a key, requests sent, cache hits, retries, tokens, failed answers), when
+  an answer has a confidence ``calibration`` (:mod:`.calibration`), then ``pending`` and ``rejected``;
 * ``<stem>.report.html``: :func:`fairsets.annotate.vote.report.write_vote_report` with up to 24
   agreed and 24 disputed boxes, chosen by the seed (:mod:`.examples`);
 * then, under the folder's lock, a summary in ``ANN/manifest.json``'s ``votes[VOTES name]``
@@ -88,7 +90,7 @@ from ..chat.items import sample as sample_items
 from ..chat.requests import CAPTION_VIEW, VOTE_VIEW, chat_cache_dir
 from ..heads.labels import item_id
 from .ask import ANSWER_SCHEMA, FAILED, ask_all
-from .consensus import DEFAULT_CAP, Ballot, consensus, write_labels
+from .consensus import DEFAULT_CAP, LOW_CONFIDENCE, NO_CONFIDENCE, Ballot, consensus, write_labels
 from .examples import choose_examples, example_views
 from .prompts import ATTRIBUTES, INVALID, OK, OPTIONS, REFUSED
 from .record import record_vote, vote_summary
@@ -249,6 +251,7 @@ def vote_boxes(
     view: str = "crop",
     seed: int = 0,
     relax: Mapping[str, int] | None = None,
+    min_vote_confidence: float | None = None,
     keywords: str | Path | None = None,
     max_retries: int = 3,
     backoff: float = 1.0,
@@ -269,6 +272,8 @@ def vote_boxes(
         view: ``crop`` or ``redbox``.
         seed: The sample, the questions' option order, the cap and the report's examples.
         relax: Relaxed consensus rules (``{"mixed": 2}``); None: :data:`DEFAULT_RELAX`; ``{}``: none.
+        min_vote_confidence: An answer counts toward consensus only with a confidence (the
+            probability of its letter) at least this, from 0 to 1; None: every answer counts.
         keywords: The race keyword file (default: the one shipped with fairsets).
         max_retries: Retries of a request answered 429/5xx or timing out.
         backoff: First wait (seconds) before a retry without ``Retry-After``; doubles each retry.
@@ -280,12 +285,13 @@ def vote_boxes(
     Raises:
         AnnotationError: A bad folder, annotators file, keyword file or ``out``; a voter not in
             the file (the message lists the file's tables) or fewer than two voters.
-        ValueError: A bad attribute, sample, view, cap or relax rule.
+        ValueError: A bad attribute, sample, view, cap, relax rule or minimum confidence.
         ChatServiceError: An annotator's endpoint refuses every request (bad key, unknown model);
             the message names the annotator. Answers received before it are cached.
     """
     from fairsets.core.tables import write_table
 
+    from .calibration import calibration
     from .prompts import load_keywords, recall_candidates
     from .report import Example, write_vote_report
 
@@ -295,6 +301,8 @@ def vote_boxes(
         raise ValueError(f"--sample {sample!r}: give the number of boxes to ask about (1 or more)")
     if view not in ("crop", "redbox"):
         raise ValueError(f"--view {view!r}: use crop or redbox")
+    if min_vote_confidence is not None and not 0.0 <= min_vote_confidence <= 1.0:
+        raise ValueError(f"--min-vote-confidence {min_vote_confidence!r}: give a probability from 0 to 1")
     rules = dict(DEFAULT_RELAX[attribute] if relax is None else relax)
     for label in rules:
         if label not in labels:
@@ -383,9 +391,13 @@ def vote_boxes(
                 it.box_id,
                 tuple(r["label"] for r in answers),
                 tuple(r["status"] for r in answers),
+                tuple(r["confidence"] for r in answers),
             )
         )
-    result = consensus(ballots, names, labels=labels, relax=rules, per_class_cap=per_class_cap, seed=seed)
+    result = consensus(
+        ballots, names, labels=labels, relax=rules, per_class_cap=per_class_cap, seed=seed,
+        min_confidence=min_vote_confidence,
+    )  # fmt: skip
 
     all_rows = [r for name in names for r in rows[name]]
     all_rows.sort(key=lambda r: (r["shard"], r["key"], r["box_id"], names.index(r["annotator"])))
@@ -414,9 +426,11 @@ def vote_boxes(
 
     # the files: VOTES, answers, agreement, report (VOTES last: it is what the next step reads)
     write_table(paths["answers"], all_rows, ANSWER_SCHEMA)
+    calibrated = calibration(all_rows, names)
     document = {
         "run": run_info,
         "stats": result.stats,
+        **({"calibration": calibrated} if calibrated else {}),
         "pending": pending,
         "rejected": [{"item": i, "reason": rejected[i]} for i in rejected],
     }
@@ -430,8 +444,14 @@ def vote_boxes(
     wanted.sort(key=lambda it: (it.shard, it.key, it.box_id))
     shown = example_views(folder, wanted, view_kwargs, asked.sources)
 
+    def shown_vote(r: dict[str, Any]) -> str:
+        low = min_vote_confidence is not None and r["status"] == OK
+        if low and (r["confidence"] is None or r["confidence"] < min_vote_confidence):
+            return NO_CONFIDENCE if r["confidence"] is None else LOW_CONFIDENCE
+        return r["label"] or r["status"]
+
     def example(item: str) -> Example:
-        votes = {r["annotator"]: r["label"] or r["status"] for r in by_item[item]}
+        votes = {r["annotator"]: shown_vote(r) for r in by_item[item]}
         kept = row_of.get(item)
         return Example(
             item=item,
@@ -444,11 +464,12 @@ def vote_boxes(
     examples = [example(i) for i in agreed_ids] + [example(i) for i in disputed_ids]
     report_run = {**run_info, "pending": pending[:50], "rejected": document["rejected"][:50]}
     write_vote_report(
-        paths["report"], result.stats, examples, title=f"{attribute} vote: {folder.name}", run=report_run
-    )
+        paths["report"], result.stats, examples, title=f"{attribute} vote: {folder.name}", run=report_run,
+        calibration=calibrated,
+    )  # fmt: skip
     write_labels(paths["votes"], result.rows)
     # then what ANN/manifest.json says of this vote, for publishing (the vote's own files unchanged)
-    record_vote(folder, vote_summary(run_info, result.stats, paths["votes"], run_info["files"]))
+    record_vote(folder, vote_summary(run_info, result.stats, paths["votes"], run_info["files"], calibrated))
     return VoteResult(
         votes=paths["votes"],
         answers=paths["answers"],
