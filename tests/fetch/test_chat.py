@@ -349,7 +349,7 @@ def test_closing_a_stream_early_stops_it_and_joins_its_workers(srv: OpenAIServer
     assert time.monotonic() - t0 < 2.0  # one answer, the others in flight finish: not 30 x 0.3 / 3
     assert not [t for t in threading.enumerate() if t.name.startswith("fairsets-chat")]
     hits = srv.hits
-    assert hits <= 1 + 3
+    assert hits <= 3 + 3  # the slots, and the refills of the answers that landed with the first
     time.sleep(0.5)
     assert srv.hits == hits  # nothing more is sent after close
     assert len(list((tmp_path / "cache").rglob("*.bin"))) == hits  # what was on the wire is cached

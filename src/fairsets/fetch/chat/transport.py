@@ -158,8 +158,13 @@ class Transport:
                 raw = await _read(resp, MAX_RESPONSE)
         except (ChatServiceError, _Status):
             raise
-        except asyncio.TimeoutError:  # aiohttp's socket and total timeouts, Python's TimeoutError
+        except aiohttp.ServerTimeoutError:  # one socket operation (connect, a read) took too long
             raise _NoResponse(f"no answer from {where} within {self.endpoint.timeout:g}s") from None
+        except asyncio.TimeoutError:  # the whole request's deadline: a server that drips
+            deadline = 2 * self.endpoint.timeout
+            raise _NoResponse(
+                f"{where}: too slow (deadline): no complete answer within {deadline:g} s"
+            ) from None
         except aiohttp.ClientConnectorError as exc:  # before the request got out
             text = f"cannot connect to {where}: {redact(str(exc.os_error))}"
             raise (_Unreachable(text) if unreachable(exc.os_error) else _NoResponse(text)) from None
