@@ -134,3 +134,28 @@ def test_vote_cli_names_the_annotator_whose_key_is_refused(
     line = assert_one_line_error(code, err, "annotator badkey", "HTTP 401", f"${KEY_ENV}", "run again")
     assert SECRET not in out + err and SECRET not in line
     assert not (tmp_path / "votes.csv").exists()
+
+
+@pytest.mark.parametrize("honours", [None, "structured_outputs"])
+def test_vote_fails_closed_before_any_vote_when_a_server_ignores_the_constraint(
+    tmp_path: Path, ann: Any, capsys: pytest.CaptureFixture[str], honours: str | None
+) -> None:
+    """``constrain = "choice"`` against a server that ignores the field: one line naming the
+    annotator, nothing voted; the same server obeying the field votes."""
+    good, sloppy = Annotator("good"), Annotator("sloppy")
+    with good, sloppy:
+        sloppy.server.honours = honours
+        toml = tmp_path / "annotators.toml"
+        toml.write_text(good.table() + "\n" + sloppy.table() + 'constrain = "choice"\n')
+        code, _out, err = run_cli(
+            ["annotate", "vote", ann.path, "--attribute", "gender", "--annotators", toml,
+             "--sample", 4, "--out", tmp_path / "votes.csv"],
+            capsys,
+        )  # fmt: skip
+        voted = [b for b in sloppy.server.bodies if "structured_outputs" in b]
+    if honours is None:
+        assert_one_line_error(code, err, "sloppy", "constrain")
+        assert not (tmp_path / "votes.csv").exists() and good.server.hits == 0
+    else:
+        assert code == 0, err
+        assert (tmp_path / "votes.csv").exists() and len(voted) >= 4

@@ -43,10 +43,10 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "is_temp_name",
-    "replace_unsynced",
     "layout_lock",
     "remove_orphan_temps",
     "remove_temps",
+    "replace_unsynced",
     "sha256_file",
 ]
 

@@ -354,6 +354,10 @@ def vote_boxes(
         name: ChatClient(ep, cache_dir=cache, max_retries=max_retries, backoff=backoff)
         for name, ep in endpoints.items()
     }
+    from fairsets.fetch.chat.probe import require_constraint
+
+    for ep in endpoints.values():  # fails closed, one line naming the annotator, before any vote
+        require_constraint(ep)
     progress = progress or Progress(False)
     lock = threading.Lock()
 

@@ -92,7 +92,7 @@ from .answer_cache import CachedAnswers, _final
 from .endpoint import ChatEndpoint
 from .exchange import ChatBatch, ChatRequest, ChatResult, ChatServiceError
 from .ratelimit import estimate_tokens
-from .shaping import request_body
+from .shaping import request_body, token_budget
 from .stream import ChatStream, _refuse_digest, _Run, _Stopped
 from .transport import Transport, _NoResponse, _secret, _Status, _Unreachable
 
@@ -204,7 +204,9 @@ class ChatClient(CachedAnswers):
         ``run`` (first one first, with the stop flag) before it is raised. ``kept``: the cached
         answer that was not final, returned instead when no answer comes."""
         body = request_body(self.endpoint, request)  # escaped ASCII: a lone surrogate cannot fail
-        tokens = estimate_tokens(request, request.max_tokens) if run.limits is not None else 0
+        tokens = (
+            estimate_tokens(request, token_budget(self.endpoint, request)) if run.limits is not None else 0
+        )
         attempts = 0
 
         async def once() -> ChatResult:

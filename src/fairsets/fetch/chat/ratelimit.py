@@ -14,7 +14,10 @@ until sending it keeps both limits:
   budget (the token limit sent); a request estimated above T alone is sent when the window is
   empty (it could never be sent otherwise).
 
-Both wait without blocking the event loop and wake early when the batch stops.
+Both count a window 1 % longer than :data:`PERIOD` (:data:`SLACK`): a request reaches the server a
+little after it starts, and not always by the same delay, so a window that is exact at the client
+could hold one request too many at the server. Both wait without blocking the event loop and wake
+early when the batch stops.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ __all__ = ["IMAGE_TOKENS", "PERIOD", "RateLimits", "estimate_tokens"]
 
 #: The window the limits count in, in seconds (a minute).
 PERIOD = 60.0
+#: How much longer than :data:`PERIOD` the client's window is (network jitter at the server).
+SLACK = 1.01
 #: Tokens counted per image: a 512 × 512 image at OpenAI's high detail (85 + 4 × 170 tiles).
 IMAGE_TOKENS = 765
 
@@ -82,14 +87,15 @@ class RateLimits:
 
     def _delay(self, now: float, tokens: int) -> float:
         """Seconds until a request of ``tokens`` may start (0: now)."""
-        while self._starts and self._starts[0] <= now - PERIOD:
+        window = PERIOD * SLACK
+        while self._starts and self._starts[0] <= now - window:
             self._starts.popleft()
-        while self._tokens and self._tokens[0][0] <= now - PERIOD:
+        while self._tokens and self._tokens[0][0] <= now - window:
             self._token_sum -= self._tokens.popleft()[1]
         delay = 0.0
         if self.rpm is not None and self._starts:
-            spacing = self._starts[-1] + PERIOD / self.rpm - now
-            full = self._starts[0] + PERIOD - now if len(self._starts) >= self.rpm else 0.0
+            spacing = self._starts[-1] + window / self.rpm - now
+            full = self._starts[0] + window - now if len(self._starts) >= self.rpm else 0.0
             delay = max(delay, spacing, full)
         if self.tpm is not None and self._tokens and self._token_sum + tokens > self.tpm:
             need = self._token_sum + tokens - self.tpm  # tokens that must leave the window first
@@ -97,7 +103,7 @@ class RateLimits:
             for t, n in self._tokens:
                 freed += n
                 if freed >= need:
-                    delay = max(delay, t + PERIOD - now)
+                    delay = max(delay, t + window - now)
                     break
         return max(0.0, delay)
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .endpoint import ChatEndpoint
     from .exchange import ChatRequest
 
-__all__ = ["grammar", "request_body", "request_fields", "shaping_key", "top_logprobs"]
+__all__ = ["grammar", "request_body", "request_fields", "shaping_key", "token_budget", "top_logprobs"]
 
 #: The most alternatives asked for per token (OpenAI's limit, vLLM's default ``--max-logprobs``).
 MAX_TOP_LOGPROBS = 20
@@ -109,7 +109,7 @@ def _constraint(endpoint: ChatEndpoint, choices: tuple[str, ...]) -> dict[str, A
     return {}
 
 
-def _max_tokens(endpoint: ChatEndpoint, request: ChatRequest) -> int:
+def token_budget(endpoint: ChatEndpoint, request: ChatRequest) -> int:
     """The token budget sent: the request's, at least ``reasoning_tokens`` for a reasoning model."""
     if endpoint.reasoning:
         return max(request.max_tokens, endpoint.reasoning_tokens)
@@ -123,7 +123,7 @@ def request_fields(endpoint: ChatEndpoint, request: ChatRequest) -> dict[str, An
         payload["temperature"] = request.temperature
     elif endpoint.temperature != SERVER_DEFAULT:
         payload["temperature"] = endpoint.temperature
-    payload[endpoint.token_limit_field] = _max_tokens(endpoint, request)
+    payload[endpoint.token_limit_field] = token_budget(endpoint, request)
     if request.seed is not None:
         payload["seed"] = request.seed
     if request.choices:
