@@ -278,7 +278,7 @@ def remember_view(
     digest = hashlib.sha256(jpeg).hexdigest()
     if source:
         key = _view_key(item, source, settings)
-        cache = DiskCache(index)
+        cache = DiskCache(index, synced=False)  # a torn entry is no digest: the view is rendered again
         if cache.get(key) != digest.encode("ascii"):
             cache.put(key, digest.encode("ascii"))
     return digest
@@ -291,7 +291,9 @@ def keep_view(index: str | os.PathLike[str], digest: str, data: bytes) -> None:
     from fairsets.fetch.cache import DiskCache
 
     if _is_sha256(digest):
-        DiskCache(index, namespace="kept").put(digest, hashlib.sha256(data).hexdigest().encode() + data)
+        # unsynced: a torn entry fails its digest check in kept_view and reads as none
+        cache = DiskCache(index, namespace="kept", synced=False)
+        cache.put(digest, hashlib.sha256(data).hexdigest().encode() + data)
 
 
 def kept_view(index: str | os.PathLike[str], digest: str | None) -> bytes | None:

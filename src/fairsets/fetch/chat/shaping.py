@@ -18,7 +18,6 @@ constraint and log-probabilities (only for a request with ``choices``), then ``e
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING, Any
 
 from .endpoint import SERVER_DEFAULT
@@ -33,7 +32,8 @@ __all__ = ["grammar", "request_body", "request_fields", "shaping_key", "token_bu
 MAX_TOP_LOGPROBS = 20
 
 
-_PLAIN_JSON = re.compile(r'[\x00-\x1f"\\]')
+#: What a base64 data URL is made of; a URL of these only is its own JSON text (nothing to escape).
+_DATA_URL = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=:;,-._"
 
 
 def _body(payload: dict[str, Any]) -> bytes:
@@ -51,7 +51,7 @@ def _body(payload: dict[str, Any]) -> bytes:
                 isinstance(url, str)
                 and url.startswith("data:")
                 and url.isascii()
-                and not _PLAIN_JSON.search(url)
+                and not url.encode("ascii").translate(None, _DATA_URL)  # 25 µs a 56 kB image
             ):
                 urls.append(url)
                 return {**value, "url": f"{token}{len(urls) - 1}"}

@@ -38,6 +38,11 @@ __all__ = ["ChatStream"]
 log = logging.getLogger("fairsets.fetch.chat.client")  # the chat client's one logger
 
 
+#: Requests handed to the loop in one call at most, and the longest one waits for the others.
+_HANDOFF = 16
+_HANDOFF_SECONDS = 0.005
+
+
 class _Stopped(Exception):
     """The batch is being abandoned (a fatal answer elsewhere, or the stream closed early)."""
 
@@ -228,6 +233,7 @@ class ChatStream:
             done.put((i, result))
 
         outbox: list[tuple[int, Coroutine[Any, Any, ChatResult]]] = []
+        outbox_since = [0.0]  # when the oldest request in the outbox was read
         tasks: set[asyncio.Task[ChatResult]] = set()
 
         def launch(sends: list[tuple[int, Coroutine[Any, Any, ChatResult]]]) -> None:  # on the loop
@@ -270,6 +276,10 @@ class ChatStream:
                     run.start(client._transport, cap)
                 outbox.append((i, client._ask(request, run, key, hit)))  # a non-final hit: asked again
                 state["in_flight"] += 1
+                if len(outbox) >= _HANDOFF or time.monotonic() - outbox_since[0] > _HANDOFF_SECONDS:
+                    send()  # a slow producer (views being rendered) does not hold back the first ones
+                elif len(outbox) == 1:
+                    outbox_since[0] = time.monotonic()
             send()
 
         try:
