@@ -348,14 +348,15 @@ def main(argv: list[str] | None = None) -> int:
     worst = min(rate for rate, *_ in rates) / ideal
     for i, (rate, steady, peak, first, gaps) in enumerate(rates):
         print(
-            f"   a{i}: {rate:.1f} req/s, ratio {rate / ideal:.3f} (target >= {goal}); steady {steady:.1f} req/s "
-            f"(ratio {steady / ideal:.3f}); first request at {first:.3f}s; max in flight {peak}; "
+            f"   a{i}: {rate:.1f} req/s, ratio {rate / ideal:.3f} (target >= {goal}); "
+            f"steady {steady:.1f} req/s (ratio {steady / ideal:.3f}); first request at {first:.3f}s; "
+            f"max in flight {peak}; "
             "longest pauses between requests: " + ", ".join(f"{g * 1000:.0f} ms at {t:.2f}s" for g, t in gaps)
         )
     speedup = live_s / max(cached_s, 1e-9)
     print(
-        f"3. cached re-run: {cached_s:.3f}s, speedup {speedup:.1f}x (target >= 50 up to c = 64); views rendered "
-        f"{len(rerendered)} (rendering the {n} views alone takes {render_s:.3f}s)"
+        f"3. cached re-run: {cached_s:.3f}s, speedup {speedup:.1f}x (target >= 50 up to c = 64); "
+        f"views rendered {len(rerendered)} (rendering the {n} views alone takes {render_s:.3f}s)"
     )
     if profiles:
         print("4. where the live vote's CPU time goes (all of its threads, own CPU time):")

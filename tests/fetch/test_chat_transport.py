@@ -6,6 +6,7 @@ server, and a cache entry torn by a crash (empty) is asked again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -53,10 +54,8 @@ class RawServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the client hung up on a hostile reply
             self._answer(conn)
-        except OSError:  # the client hung up on a hostile reply
-            pass
 
     def _answer(self, conn: socket.socket) -> None:
         buf = b""
