@@ -54,6 +54,13 @@ def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = 
     return Response(status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(obj).encode())
 
 
+class _Server(ThreadingHTTPServer):
+    """The standard threading server with a listen backlog for clients that connect many at once
+    (the default of 5 drops the rest, which then retry a second later)."""
+
+    request_queue_size = 256
+
+
 class LoopbackServer:
     def __init__(self, host: str = "127.0.0.1") -> None:
         if not (host.startswith("127.") or host in ("localhost", "::1")):
@@ -145,7 +152,7 @@ class LoopbackServer:
 
             do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = _handle
 
-        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        self.httpd = _Server((host, 0), Handler)
         self.httpd.daemon_threads = True
         self.host, self.port = self.httpd.server_address[:2]
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
