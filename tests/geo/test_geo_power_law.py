@@ -152,11 +152,40 @@ def test_same_seed_same_record_and_executor_changes_nothing() -> None:
     assert 0 < a["gof"]["p"] < 1
 
 
-def test_comparisons_use_the_fitted_xmin() -> None:
-    counts = sample_discrete_power_law(3.5, 20, 200, np.random.default_rng(7))
-    pl = fit_power_law(counts, bootstrap=0, alternatives=("exponential", "lognormal"))
-    assert pl["comparisons_fit"] == "powerlaw, x_min fixed"
-    assert set(pl["comparisons"]) == {"exponential", "lognormal"}
-    # powerlaw may clip its own α to 3 on the same tail; ours is the exact MLE.
-    assert pl["comparisons_alpha"] is not None and pl["comparisons_alpha"] <= 3.0 + 1e-9
-    assert pl["alpha"] > 3.3
+@pytest.mark.parametrize("true_alpha", [3.5, 4.0])
+def test_comparisons_describe_the_reported_law_on_steep_tails(true_alpha: float) -> None:
+    """The likelihood ratios compare the law that is reported (its α and x_min), not ``powerlaw``'s
+    own fit, whose α the package clips to 3; recomputed here with mpmath's Hurwitz zeta and the
+    textbook tests (Vuong: erfc(|R| / sqrt(2 n σ²)); nested: χ²₁ of 2|R|)."""
+    import math
+
+    import mpmath
+    import powerlaw
+    from scipy.stats import chi2
+
+    counts = sample_discrete_power_law(true_alpha, 20, 300, np.random.default_rng(11))
+    alts = ("exponential", "lognormal", "truncated_power_law")
+    pl = fit_power_law(counts, bootstrap=0, alternatives=alts)
+    alpha, xmin = pl["alpha"], pl["xmin"]
+    assert abs(alpha - true_alpha) < 0.5 and alpha > 3.2
+    assert pl["comparisons_alpha"] == alpha
+    own = powerlaw.Fit(np.asarray(counts), discrete=True, xmin=xmin, verbose=0)
+    assert own.power_law.alpha <= 3.0 + 1e-9  # what the package alone would have compared
+    tail = np.asarray([x for x in counts if x >= xmin], dtype=float)
+    log_norm = float(mpmath.log(mpmath.zeta(alpha, xmin)))
+    ll_power = np.asarray([-alpha * math.log(x) - log_norm for x in tail])
+    for alt in alts:
+        got = pl["comparisons"][alt]
+        diff = ll_power - np.asarray(getattr(own, alt).loglikelihoods(tail), dtype=float)
+        R = float(diff.sum())
+        if alt == "truncated_power_law":
+            p = float(chi2.sf(2 * abs(R), 1))
+        else:
+            p = math.erfc(abs(R) / math.sqrt(2 * len(tail) * float(np.var(diff))))
+        assert got["R"] == pytest.approx(R, rel=1e-6, abs=1e-6)
+        assert got["p"] == pytest.approx(p, rel=1e-5, abs=1e-9)
+        clipped_R, _ = own.distribution_compare("power_law", alt)
+        assert abs(got["R"] - float(clipped_R)) > 1e-3  # not the clipped law's ratio
+        assert got["test"] == ("nested (Wilks)" if alt == "truncated_power_law" else "Vuong (normalised)")
+    # a power law drawn as one is not rejected in favour of an exponential
+    assert pl["comparisons"]["exponential"]["favours"] in ("power_law", "neither")

@@ -19,8 +19,9 @@ Per entity and overall (the pooled rows):
    included; ``p`` = share of synthetic sets with ``D ≥ D_empirical``; CSN call the power law
    *plausible* when ``p ≥ 0.1``, the paper says a distribution *follows* it when ``p < 0.05``: the
    report gives p and both readings); and Vuong / likelihood-ratio comparisons with lognormal,
-   exponential, truncated power law and stretched exponential (``powerlaw``'s
-   ``Fit.distribution_compare`` with our ``x_min`` fixed: ``R > 0`` favours the power law). ``α``
+   exponential, truncated power law and stretched exponential, each fitted by ``powerlaw`` on the
+   same tail and compared with the reported law itself (its α and ``x_min``, never ``powerlaw``'s
+   own α, which the package clips to 3): ``R > 0`` favours the power law). ``α``
    is the exact discrete MLE (CSN eq. 3.5, Hurwitz zeta, searched in (1.0001, 20), so a steep tail
    is not clipped at 3); ``x_min`` minimises the KS distance over every integer above it among
    tails of at least :data:`~.power_law.MIN_TAIL` countries; σ comes from the observed Fisher
