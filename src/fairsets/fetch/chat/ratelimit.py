@@ -14,10 +14,10 @@ until sending it keeps both limits:
   budget (the token limit sent); a request estimated above T alone is sent when the window is
   empty (it could never be sent otherwise).
 
-Both count a window 1 % longer than :data:`PERIOD` (:data:`SLACK`): a request reaches the server a
-little after it starts, and not always by the same delay, so a window that is exact at the client
-could hold one request too many at the server. Both wait without blocking the event loop and wake
-early when the batch stops.
+Both count a window longer than :data:`PERIOD` by 1 % of it, and at least a quarter second
+(:func:`window`): a request reaches the server a little after it starts, and not always by the same
+delay, so a window that is exact at the client could hold one request too many at the server.
+Both wait without blocking the event loop and wake early when the batch stops.
 """
 
 from __future__ import annotations
@@ -32,12 +32,21 @@ if TYPE_CHECKING:
     from .endpoint import ChatEndpoint
     from .exchange import ChatRequest
 
-__all__ = ["IMAGE_TOKENS", "PERIOD", "RateLimits", "estimate_tokens"]
+__all__ = ["IMAGE_TOKENS", "PERIOD", "RateLimits", "estimate_tokens", "window"]
 
 #: The window the limits count in, in seconds (a minute).
 PERIOD = 60.0
-#: How much longer than :data:`PERIOD` the client's window is (network jitter at the server).
-SLACK = 1.01
+#: How much longer than :data:`PERIOD` the client's window is (network jitter at the server): this
+#: share of the period, and at least :data:`MIN_SLACK` seconds.
+SLACK = 0.01
+MIN_SLACK = 0.25
+
+
+def window() -> float:
+    """The seconds the limits count in: :data:`PERIOD` and its slack."""
+    return PERIOD + max(SLACK * PERIOD, MIN_SLACK)
+
+
 #: Tokens counted per image: a 512 × 512 image at OpenAI's high detail (85 + 4 × 170 tiles).
 IMAGE_TOKENS = 765
 
@@ -87,15 +96,15 @@ class RateLimits:
 
     def _delay(self, now: float, tokens: int) -> float:
         """Seconds until a request of ``tokens`` may start (0: now)."""
-        window = PERIOD * SLACK
-        while self._starts and self._starts[0] <= now - window:
+        span = window()
+        while self._starts and self._starts[0] <= now - span:
             self._starts.popleft()
-        while self._tokens and self._tokens[0][0] <= now - window:
+        while self._tokens and self._tokens[0][0] <= now - span:
             self._token_sum -= self._tokens.popleft()[1]
         delay = 0.0
         if self.rpm is not None and self._starts:
-            spacing = self._starts[-1] + window / self.rpm - now
-            full = self._starts[0] + window - now if len(self._starts) >= self.rpm else 0.0
+            spacing = self._starts[-1] + span / self.rpm - now
+            full = self._starts[0] + span - now if len(self._starts) >= self.rpm else 0.0
             delay = max(delay, spacing, full)
         if self.tpm is not None and self._tokens and self._token_sum + tokens > self.tpm:
             need = self._token_sum + tokens - self.tpm  # tokens that must leave the window first
@@ -103,7 +112,7 @@ class RateLimits:
             for t, n in self._tokens:
                 freed += n
                 if freed >= need:
-                    delay = max(delay, t + window - now)
+                    delay = max(delay, t + span - now)
                     break
         return max(0.0, delay)
 

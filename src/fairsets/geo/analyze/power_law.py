@@ -63,8 +63,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ALPHA_BOUNDS",
     "ALTERNATIVES",
-    "COMPARISONS_FIT",
     "COMPARE_P",
+    "COMPARISONS_FIT",
     "DEFAULT_BOOTSTRAP",
     "MIN_POWER_LAW_COUNTRIES",
     "MIN_TAIL",
@@ -314,9 +314,7 @@ def _insufficient(reason: str, n: int) -> dict[str, Any]:
     return {"status": "insufficient_data", "reason": reason, "n_countries": n}
 
 
-def _compare(
-    data: np.ndarray, alpha: float, xmin: int, alternatives: Sequence[str]
-) -> dict[str, Any]:
+def _compare(data: np.ndarray, alpha: float, xmin: int, alternatives: Sequence[str]) -> dict[str, Any]:
     """Likelihood-ratio comparisons of the reported power law (``alpha``, ``xmin``) against each
     alternative, fitted by ``powerlaw`` (maximum likelihood) on the same tail ``x >= xmin``."""
     import powerlaw
