@@ -21,22 +21,28 @@ from .evidence import admin_code_countries, is_slug, loose_uk, postcodes
 from .lexicon import (
     _GLUE,
     BRANDS,
+    COLOUR_WORDS,
     CONTAINERS,
     COUNTRY_PRIOR,
     DEMONYM_BLOCKERS,
+    FLAG_WORDS,
     KIND_STRENGTH,
     MONTHS,
+    NATIONAL_KINDS,
     PEOPLE_NOUNS,
     PLACE_NOUNS,
     PREPOSITIONS,
+    PRODUCT_NOUNS,
     REGION_POPULATION,
     STOPWORDS,
+    STREET_NOUNS,
     STYLE_WORDS,
     TITLES,
     WEAK,
 )
 from .mentions import Mention, case_mode, is_word
 from .organisations import find_organisations
+from .scorer import COMMERCIAL
 from .wordsets import _english_words, _false_friends, _given_names, _zipf
 
 __all__ = ["MentionRules"]
@@ -81,16 +87,22 @@ class MentionRules:
         elif len(toks) > 1:
             # "berlin wall" (a city of a million first), "nova scotia" (a state or province) are
             # names even when every word is also in the dictionary.
-            named = any(p.kind == "region" and p.iso3 in _FEDERAL for p in places) or any(
-                p.kind == "city" and p.population >= 1_000_000 for p in self.gaz.lookup(toks[0])
-            )
+            named = any(
+                (p.kind == "region" and p.iso3 in _FEDERAL) or p.kind == "country" for p in places
+            ) or any(p.kind == "city" and p.population >= 1_000_000 for p in self.gaz.lookup(toks[0]))
             hit = not named and all(t in self.words or t in _GLUE for t in toks)
         elif key not in self.words:
             hit = False
         elif self.zipf is None:
             hit = True
         else:
-            pop = max([biggest] + [REGION_POPULATION for p in places if p.kind in ("region", "place")])
+            # A country's name is as common as its population predicts ("Finland", "Japan"); only
+            # a word used far beyond that is common ("jersey", "turkey").
+            pop = max(
+                [biggest]
+                + [REGION_POPULATION for p in places if p.kind in ("region", "place")]
+                + [p.population for p in places if p.kind in ("country", "alias")]
+            )
             expected = 1.6 + 0.65 * (math.log10(max(pop, 1000)) - 3.5)
             hit = self.zipf(key) >= max(3.0, expected + 0.8)
         self._common_cache[key] = hit
@@ -114,8 +126,12 @@ class MentionRules:
         return min(2.4, max(0.9, 0.9 + 0.35 * (math.log10(pop) - 3)))
 
     def _mention(
-        self, tokens: list[Token], caption: str, mode: str, i: int, j: int, key: str
+        self, tokens: list[Token], caption: str, mode: str, i: int, j: int, key: str, cues: tuple[bool, bool]
     ) -> Mention | None:
+        """The mention of ``tokens[i:j]`` (``key``) after the rules, or None where it is no place.
+
+        ``cues``: does the caption have a flag word, and a commercial word (:data:`.scorer.COMMERCIAL`).
+        """
         places = self.gaz.lookup(key)
         first = tokens[i]
         prev = tokens[i - 1].key if i > 0 else ""
@@ -135,6 +151,28 @@ class MentionRules:
                 return None
             top_kind = places[0].kind
 
+        flag, commercial = cues
+        # A flag shows its country, "traditional" + demonym names a national dress or house: the
+        # country named is the answer even where the name is also a word ("Chad flag").
+        national = top_kind in NATIONAL_KINDS and (flag or prev == "traditional")
+        if top_kind in ("city", "region") and not national:
+            after2 = tokens[j + 1].key if j + 1 < len(tokens) else ""
+            # A model or product line: "Camden armchair", "the Hampton bedroom range".
+            if nxt_key in PRODUCT_NOUNS or (
+                nxt is not None and nxt.text.islower() and after2 in PRODUCT_NOUNS
+            ):
+                return None
+            # A street: "4 Kingston Road", "27 Albany Avenue".
+            if nxt_key in STREET_NOUNS and prev[:1].isdigit():
+                return None
+        # A colour of a paint or fabric, among other product words: "Santorini white paint".
+        if (
+            top_kind in ("city", "region", "place")
+            and not national
+            and nxt_key in COLOUR_WORDS
+            and any(t.key in COMMERCIAL for t in tokens if t.key != nxt_key)
+        ):
+            return None
         strength = KIND_STRENGTH.get(top_kind, 0.0)
         if top_kind == "city":
             strength = self._city_strength(max(p.population for p in places if p.kind == "city"))
@@ -192,8 +230,10 @@ class MentionRules:
             self._is_common(key, places) or top_kind == "demonym_ambiguous"
         )
         lower_in_cased = not capital and mode in ("normal", "title")
-        if common and lower_in_cased:
-            return None  # "nice view", "for sale", "china plates", "at sunset" in a cased caption
+        if common and (lower_in_cased or (commercial and not capital and not national)):
+            # "nice view", "for sale", "china plates", "at sunset" in a cased caption; "green",
+            # "train", "gold" among the product words of a lower-case listing
+            return None
         # Evidence for names that are also ordinary words (or given names, or in lower case).
         evidence = 0.0
         if prev in PREPOSITIONS:
@@ -206,7 +246,7 @@ class MentionRules:
         elif mode == "normal" and capital and i > 0:
             evidence += 0.5
         needed = 0.5 if top_kind in ("country", "alias") else 1.0
-        if (common or lower_in_cased) and evidence < needed:
+        if (common or lower_in_cased) and evidence < needed and not national:
             strength *= WEAK
             note += ":weak"
         elif top_kind == "city" and evidence >= 1.0:
@@ -222,6 +262,7 @@ class MentionRules:
             "capital": float(capital),
             "given": float(key in self.given),
             "is_word": float(all(is_word(self.words, t) for t in key.split())),
+            "national": float(national),
         }
         return Mention(i, j, key, places, strength, weights, note, ctx=ctx)
 
@@ -291,6 +332,8 @@ class MentionRules:
             posts.append(Mention(s, e, key, (place,), strength, {iso3: 1.0}, "organisation"))
             taken.update(range(s, e))
         blocked = self._blocked(tokens)  # false friends and brands ("Kia Sorento"): not places
+        keys = {t.key for t in tokens}
+        cues = (not keys.isdisjoint(FLAG_WORDS), not keys.isdisjoint(COMMERCIAL))
         for s, e, iso3 in postcodes(caption):
             span = [k for k, t in enumerate(tokens) if t.start >= s and t.end <= e]
             if span:
@@ -313,7 +356,7 @@ class MentionRules:
                     mentions.append(m)
                     taken.add(i)
                     continue
-            m = self._mention(tokens, caption, mode, i, j, key)
+            m = self._mention(tokens, caption, mode, i, j, key, cues)
             if m is not None:
                 mentions.append(m)
                 taken.update(range(i, j))
@@ -324,6 +367,7 @@ class MentionRules:
                 m = self._admin_code(tokens, caption, i, i in ends)
                 if m is not None:
                     mentions.append(m)
+        mentions = _real_places_first(mentions)
         mentions.sort(key=lambda m: m.start)
         for a, b in itertools.pairwise(mentions):
             sep = caption[tokens[a.end - 1].end : tokens[b.start].start]
@@ -339,7 +383,24 @@ class MentionRules:
                     for m in (a, b):
                         total = sum(m.weights[c] for c in shared) or 1.0
                         m.weights = {c: m.weights[c] / total for c in shared}
+                elif sep.strip() == "," and self._anchors(a, b):
+                    # "Windsor, Melbourne", "Moseley, Birmingham": a town, then the city it is in.
+                    top = max(b.weights, key=lambda c: (b.weights[c], c))
+                    a.weights = {top: 1.0}
         return mentions
+
+    @staticmethod
+    def _anchors(a: Mention, b: Mention) -> bool:
+        """Does city ``b`` settle the country of the town ``a`` before it ("Windsor, Melbourne")?
+
+        ``b`` is a city mostly of one country, ``a`` a town (no city of a million: "Paris, London"
+        is a list) with a namesake in that country among others.
+        """
+        if b.note != "city" or a.note.split(":", 1)[0] != "city" or len(a.weights) < 2:
+            return False
+        top = max(b.weights, key=lambda c: (b.weights[c], c))
+        big = max((p.population for p in a.places if p.kind == "city"), default=0)
+        return b.weights[top] >= 0.8 and top in a.weights and big < 1_000_000
 
     def _score(self, caption: str) -> tuple[dict[str, float], list[Mention]]:
         """The rules' country scores (before the learned scorer) and the mentions."""
@@ -377,3 +438,21 @@ class MentionRules:
             for c, v in dist.items():
                 scores[c] = scores.get(c, 0.0) + strength * v
         return scores, dists
+
+
+def _real_places_first(mentions: list[Mention]) -> list[Mention]:
+    """Without the common words that a real place in the caption outranks.
+
+    A common word read weakly as a place ("best", "buy", "wedding") never competes with a name that
+    is a place on its own evidence; it stays only where it names the same country (the "Reading"
+    of "Reading, Berkshire").
+    """
+    real = [m for m in mentions if not m.ctx.get("common") and not m.note.endswith(":weak")]
+    if not real or len(real) == len(mentions):
+        return mentions
+    countries = {c for m in real for c in m.weights}
+    return [
+        m
+        for m in mentions
+        if not (m.ctx.get("common") and m.note.endswith(":weak")) or not countries.isdisjoint(m.weights)
+    ]

@@ -135,6 +135,7 @@ MENTION_FEATURES: tuple[str, ...] = (
     "support_same_country",
     "adjacent_mention",
     "listed",
+    "national_cue",
 )
 
 CAPTION_FEATURES: tuple[str, ...] = (
@@ -377,6 +378,8 @@ def mention_features(
         support,
         adjacent,
         float(m.listed),
+        # a country named on a flag or a "traditional" dress or house (the rules' ``national``)
+        ctx.get("national", 0.0),
     ]
     return x
 
