@@ -85,11 +85,12 @@ class MentionRules:
         if biggest >= 1_000_000:
             hit = False
         elif len(toks) > 1:
-            # "berlin wall" (a city of a million first), "nova scotia" (a state or province) are
-            # names even when every word is also in the dictionary.
-            named = any(
-                (p.kind == "region" and p.iso3 in _FEDERAL) or p.kind == "country" for p in places
-            ) or any(p.kind == "city" and p.population >= 1_000_000 for p in self.gaz.lookup(toks[0]))
+            # "berlin wall" (a city of a million first), "panama city" (a country first), "nova
+            # scotia" (a state or province) are names even when every word is also in the dictionary.
+            named = any(p.kind == "region" and p.iso3 in _FEDERAL for p in places) or any(
+                (p.kind == "city" and p.population >= 1_000_000) or p.kind in ("country", "alias")
+                for p in self.gaz.lookup(toks[0])
+            )
             hit = not named and all(t in self.words or t in _GLUE for t in toks)
         elif key not in self.words:
             hit = False
@@ -98,11 +99,7 @@ class MentionRules:
         else:
             # A country's name is as common as its population predicts ("Finland", "Japan"); only
             # a word used far beyond that is common ("jersey", "turkey").
-            pop = max(
-                [biggest]
-                + [REGION_POPULATION for p in places if p.kind in ("region", "place")]
-                + [p.population for p in places if p.kind in ("country", "alias")]
-            )
+            pop = max([biggest] + [REGION_POPULATION for p in places if p.kind in ("region", "place")])
             expected = 1.6 + 0.65 * (math.log10(max(pop, 1000)) - 3.5)
             hit = self.zipf(key) >= max(3.0, expected + 0.8)
         self._common_cache[key] = hit
@@ -155,11 +152,14 @@ class MentionRules:
         # A flag shows its country, "traditional" + demonym names a national dress or house: the
         # country named is the answer even where the name is also a word ("Chad flag").
         national = top_kind in NATIONAL_KINDS and (flag or prev == "traditional")
+        if national and top_kind == "demonym_ambiguous":
+            top_kind = "demonym"  # "Polish flag": the flag says which reading
         if top_kind in ("city", "region") and not national:
             after2 = tokens[j + 1].key if j + 1 < len(tokens) else ""
-            # A model or product line: "Camden armchair", "the Hampton bedroom range".
+            # A model or product line: "Camden armchair", "the Hampton bedroom range", "Denver 3
+            # seater sofa".
             if nxt_key in PRODUCT_NOUNS or (
-                nxt is not None and nxt.text.islower() and after2 in PRODUCT_NOUNS
+                nxt is not None and (nxt.text.islower() or nxt_key.isdigit()) and after2 in PRODUCT_NOUNS
             ):
                 return None
             # A street: "4 Kingston Road", "27 Albany Avenue".
@@ -226,13 +226,19 @@ class MentionRules:
             and prev not in self.gaz.first_tokens
         ):
             return None
-        common = top_kind not in ("code", "demonym", "region_demonym") and (
-            self._is_common(key, places) or top_kind == "demonym_ambiguous"
+        # A national mention is no word: "Chad flag", "Turkey flag towel".
+        common = (
+            not national
+            and top_kind not in ("code", "demonym", "region_demonym")
+            and (self._is_common(key, places) or top_kind == "demonym_ambiguous")
         )
         lower_in_cased = not capital and mode in ("normal", "title")
-        if common and (lower_in_cased or (commercial and not capital and not national)):
-            # "nice view", "for sale", "china plates", "at sunset" in a cased caption; "green",
-            # "train", "gold" among the product words of a lower-case listing
+        # A single lower-case common word among the product words of a listing ("green", "train",
+        # "gold"), unless a preposition makes it a place ("car boot sale in essex"); a name of
+        # several words stays ("toilet at the grand canyon visitor center", "royal mile").
+        listing_word = commercial and not capital and j - i == 1 and prev not in PREPOSITIONS
+        if common and (lower_in_cased or listing_word):
+            # "nice view", "for sale", "china plates", "at sunset" in a cased caption
             return None
         # Evidence for names that are also ordinary words (or given names, or in lower case).
         evidence = 0.0
@@ -378,7 +384,13 @@ class MentionRules:
                 # the country they share, when they share one.
                 # (in a fixed order: the same float sums in every process)
                 shared = sorted(set(a.weights) & set(b.weights))
-                container = b.note in CONTAINERS and not a.note.endswith(":weak")
+                b_kind = b.note.split(":", 1)[0]
+                container = b_kind in CONTAINERS and not a.note.endswith(":weak")
+                if container and b.note != b_kind:
+                    # A container that is also a word ("Rochester, Kent": Kent is a US town too)
+                    # contains only where it is a container: the county.
+                    held = {p.iso3 for p in b.places if p.kind in CONTAINERS}
+                    shared = sorted(set(a.weights) & held)
                 if container and shared and (len(a.weights) > 1 or len(b.weights) > 1):
                     for m in (a, b):
                         total = sum(m.weights[c] for c in shared) or 1.0
@@ -444,15 +456,25 @@ def _real_places_first(mentions: list[Mention]) -> list[Mention]:
     """Without the common words that a real place in the caption outranks.
 
     A common word read weakly as a place ("best", "buy", "wedding") never competes with a name that
-    is a place on its own evidence; it stays only where it names the same country (the "Reading"
-    of "Reading, Berkshire").
+    is a place on its own evidence, and no common word competes with a country named outright; it
+    stays only where it names the same country (the "Reading" of "Reading, Berkshire", the "Nice"
+    of "Nice, France").
     """
     real = [m for m in mentions if not m.ctx.get("common") and not m.note.endswith(":weak")]
     if not real or len(real) == len(mentions):
         return mentions
     countries = {c for m in real for c in m.weights}
+    # A country named outright outranks even a common word with evidence: "F1 car at Casino Square
+    # during the Monaco Grand Prix" (Casino is a town in Australia).
+    named = {
+        c for m in real if m.note in ("country", "alias", "code") for c, w in m.weights.items() if w >= 0.5
+    }
     return [
         m
         for m in mentions
-        if not (m.ctx.get("common") and m.note.endswith(":weak")) or not countries.isdisjoint(m.weights)
+        if not m.ctx.get("common")
+        or (
+            (not m.note.endswith(":weak") or not countries.isdisjoint(m.weights))
+            and (not named or not named.isdisjoint(m.weights))
+        )
     ]
