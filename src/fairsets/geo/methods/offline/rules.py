@@ -387,7 +387,7 @@ class MentionRules:
                 b_kind = b.note.split(":", 1)[0]
                 container = b_kind in CONTAINERS and not a.note.endswith(":weak")
                 if container and b.note != b_kind:
-                    # A container that is also a word ("Rochester, Kent": Kent is a US town too)
+                    # A container that is also a word ("Canterbury, Kent": Kent is a US town too)
                     # contains only where it is a container: the county.
                     held = {p.iso3 for p in b.places if p.kind in CONTAINERS}
                     shared = sorted(set(a.weights) & held)
@@ -464,8 +464,8 @@ def _real_places_first(mentions: list[Mention]) -> list[Mention]:
     if not real or len(real) == len(mentions):
         return mentions
     countries = {c for m in real for c in m.weights}
-    # A country named outright outranks even a common word with evidence: "F1 car at Casino Square
-    # during the Monaco Grand Prix" (Casino is a town in Australia).
+    # A country named outright outranks even a common word with evidence: "yacht moored at Casino
+    # Square in Monaco harbour" (Casino is a town in Australia).
     named = {
         c for m in real if m.note in ("country", "alias", "code") for c, w in m.weights.items() if w >= 0.5
     }
