@@ -43,7 +43,7 @@ def test_every_prediction_has_a_confidence_and_evidence(offline: OfflineMethod) 
 
 
 def test_min_confidence_is_the_operating_point() -> None:
-    caption = "Windsor dining chair in oak"
+    caption = "Madison 36 inch bathroom vanity"
     strict = get_method("offline", min_confidence=1.0)
     loose = get_method("offline", min_confidence=0.0)
     s, lo = strict.predict_detailed([caption])[0], loose.predict_detailed([caption])[0]

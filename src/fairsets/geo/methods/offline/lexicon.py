@@ -399,3 +399,31 @@ WEAK = 0.3  # factor for a mention that lacks the evidence it needs
 REGION_POPULATION = 1_000_000  # subdivisions and named places have no population: assume a big one
 
 _GLUE = frozenset({"the", "of", "de", "la", "le", "and", "on", "upon", "in"})
+
+# Words that make a country named in the caption the answer: a flag shows its country ("Chad flag
+# sticker", "helmet in Brazilian flag colours"), "traditional" + demonym names a national dress or
+# building ("traditional Japanese yukata", "traditional Korean hanok").
+FLAG_WORDS = frozenset({"flag", "flags"})
+NATIONAL_KINDS = frozenset({"country", "alias", "code", "demonym", "demonym_ambiguous", "region_demonym"})
+# Nouns of furniture and product lines: a town name right before one names the model, not a place
+# ("the Ashford dining table" has "dining" between; "Camden armchair", "Oslo range").
+PRODUCT_NOUNS = frozenset(
+    """
+    sofa sofas couch couches settee settees armchair armchairs chair chairs recliner recliners
+    loveseat sectional ottoman footstool stool stools table tables desk desks bookcase bookcases
+    bookshelf sideboard dresser dressers wardrobe wardrobes cabinet cabinets headboard bedframe
+    vanity vanities mattress chandelier lamp lamps mirror mirrors rug rugs faucet faucets
+    pillowcase duvet quilt bedspread collection range seater
+    """.split()  # noqa: SIM905 - a word list reads best as text
+)
+# Street nouns: "4 Kingston Road", "27 Albany Avenue" name a street, not the town.
+STREET_NOUNS = frozenset(
+    """
+    street st road rd avenue ave lane ln drive dr close way crescent terrace boulevard blvd court
+    gardens grove place mews parade row walk
+    """.split()  # noqa: SIM905 - a word list reads best as text
+)
+# Colours a paint, fabric or finish is named with: "Santorini white paint", "Nantucket grey".
+COLOUR_WORDS = frozenset(
+    "white black grey gray blue red green pink beige ivory navy cream brown gold silver teal".split()  # noqa: SIM905
+)

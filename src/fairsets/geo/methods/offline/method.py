@@ -17,7 +17,15 @@ from ...gazetteer import Token
 from ..base import GEO_METHODS, GeoMethod, Prediction
 from .mentions import Mention, mention_text
 from .rules import MentionRules
-from .scorer import COMMERCIAL, Scorer, caption_features, load_scorer, mention_features, scorer_from_file
+from .scorer import (
+    COMMERCIAL,
+    Scorer,
+    caption_features,
+    load_scorer,
+    mention_features,
+    place_probs,
+    scorer_from_file,
+)
 
 __all__ = ["Mention", "OfflineMethod", "explain"]
 
@@ -95,7 +103,7 @@ class OfflineMethod(MentionRules, GeoMethod):
             return _Decision(Prediction(None, conf, "", None, 0.0), tokens, mentions, [], {})
         scores, dists = self._distribute(mentions)
         commercial, feats = self._features(tokens, mode, mentions)
-        probs = [self.scorer.mention.prob(x) for x in feats]
+        probs = place_probs(self.scorer.mention, mentions, feats)
         best, shares, cfeats = self._caption_view(mentions, probs, dists, scores, commercial)
         score = self.scorer.caption.prob(cfeats)
         used = [k for k, s in enumerate(shares) if s > 0.0]

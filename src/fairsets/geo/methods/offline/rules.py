@@ -21,22 +21,28 @@ from .evidence import admin_code_countries, is_slug, loose_uk, postcodes
 from .lexicon import (
     _GLUE,
     BRANDS,
+    COLOUR_WORDS,
     CONTAINERS,
     COUNTRY_PRIOR,
     DEMONYM_BLOCKERS,
+    FLAG_WORDS,
     KIND_STRENGTH,
     MONTHS,
+    NATIONAL_KINDS,
     PEOPLE_NOUNS,
     PLACE_NOUNS,
     PREPOSITIONS,
+    PRODUCT_NOUNS,
     REGION_POPULATION,
     STOPWORDS,
+    STREET_NOUNS,
     STYLE_WORDS,
     TITLES,
     WEAK,
 )
 from .mentions import Mention, case_mode, is_word
 from .organisations import find_organisations
+from .scorer import COMMERCIAL
 from .wordsets import _english_words, _false_friends, _given_names, _zipf
 
 __all__ = ["MentionRules"]
@@ -79,10 +85,11 @@ class MentionRules:
         if biggest >= 1_000_000:
             hit = False
         elif len(toks) > 1:
-            # "berlin wall" (a city of a million first), "nova scotia" (a state or province) are
-            # names even when every word is also in the dictionary.
+            # "berlin wall" (a city of a million first), "panama city" (a country first), "nova
+            # scotia" (a state or province) are names even when every word is also in the dictionary.
             named = any(p.kind == "region" and p.iso3 in _FEDERAL for p in places) or any(
-                p.kind == "city" and p.population >= 1_000_000 for p in self.gaz.lookup(toks[0])
+                (p.kind == "city" and p.population >= 1_000_000) or p.kind in ("country", "alias")
+                for p in self.gaz.lookup(toks[0])
             )
             hit = not named and all(t in self.words or t in _GLUE for t in toks)
         elif key not in self.words:
@@ -90,6 +97,8 @@ class MentionRules:
         elif self.zipf is None:
             hit = True
         else:
+            # A country's name is as common as its population predicts ("Finland", "Japan"); only
+            # a word used far beyond that is common ("jersey", "turkey").
             pop = max([biggest] + [REGION_POPULATION for p in places if p.kind in ("region", "place")])
             expected = 1.6 + 0.65 * (math.log10(max(pop, 1000)) - 3.5)
             hit = self.zipf(key) >= max(3.0, expected + 0.8)
@@ -114,8 +123,12 @@ class MentionRules:
         return min(2.4, max(0.9, 0.9 + 0.35 * (math.log10(pop) - 3)))
 
     def _mention(
-        self, tokens: list[Token], caption: str, mode: str, i: int, j: int, key: str
+        self, tokens: list[Token], caption: str, mode: str, i: int, j: int, key: str, cues: tuple[bool, bool]
     ) -> Mention | None:
+        """The mention of ``tokens[i:j]`` (``key``) after the rules, or None where it is no place.
+
+        ``cues``: does the caption have a flag word, and a commercial word (:data:`.scorer.COMMERCIAL`).
+        """
         places = self.gaz.lookup(key)
         first = tokens[i]
         prev = tokens[i - 1].key if i > 0 else ""
@@ -135,6 +148,31 @@ class MentionRules:
                 return None
             top_kind = places[0].kind
 
+        flag, commercial = cues
+        # A flag shows its country, "traditional" + demonym names a national dress or house: the
+        # country named is the answer even where the name is also a word ("Chad flag").
+        national = top_kind in NATIONAL_KINDS and (flag or prev == "traditional")
+        if national and top_kind == "demonym_ambiguous":
+            top_kind = "demonym"  # "Polish flag": the flag says which reading
+        if top_kind in ("city", "region") and not national:
+            after2 = tokens[j + 1].key if j + 1 < len(tokens) else ""
+            # A model or product line: "Camden armchair", "the Hampton bedroom range", "Denver 3
+            # seater sofa".
+            if nxt_key in PRODUCT_NOUNS or (
+                nxt is not None and (nxt.text.islower() or nxt_key.isdigit()) and after2 in PRODUCT_NOUNS
+            ):
+                return None
+            # A street: "4 Kingston Road", "27 Albany Avenue".
+            if nxt_key in STREET_NOUNS and prev[:1].isdigit():
+                return None
+        # A colour of a paint or fabric, among other product words: "Santorini white paint".
+        if (
+            top_kind in ("city", "region", "place")
+            and not national
+            and nxt_key in COLOUR_WORDS
+            and any(t.key in COMMERCIAL for t in tokens if t.key != nxt_key)
+        ):
+            return None
         strength = KIND_STRENGTH.get(top_kind, 0.0)
         if top_kind == "city":
             strength = self._city_strength(max(p.population for p in places if p.kind == "city"))
@@ -188,12 +226,20 @@ class MentionRules:
             and prev not in self.gaz.first_tokens
         ):
             return None
-        common = top_kind not in ("code", "demonym", "region_demonym") and (
-            self._is_common(key, places) or top_kind == "demonym_ambiguous"
+        # A national mention is no word: "Chad flag", "Turkey flag towel".
+        common = (
+            not national
+            and top_kind not in ("code", "demonym", "region_demonym")
+            and (self._is_common(key, places) or top_kind == "demonym_ambiguous")
         )
         lower_in_cased = not capital and mode in ("normal", "title")
-        if common and lower_in_cased:
-            return None  # "nice view", "for sale", "china plates", "at sunset" in a cased caption
+        # A single lower-case common word among the product words of a listing ("green", "train",
+        # "gold"), unless a preposition makes it a place ("car boot sale in essex"); a name of
+        # several words stays ("toilet at the grand canyon visitor center", "royal mile").
+        listing_word = commercial and not capital and j - i == 1 and prev not in PREPOSITIONS
+        if common and (lower_in_cased or listing_word):
+            # "nice view", "for sale", "china plates", "at sunset" in a cased caption
+            return None
         # Evidence for names that are also ordinary words (or given names, or in lower case).
         evidence = 0.0
         if prev in PREPOSITIONS:
@@ -206,7 +252,7 @@ class MentionRules:
         elif mode == "normal" and capital and i > 0:
             evidence += 0.5
         needed = 0.5 if top_kind in ("country", "alias") else 1.0
-        if (common or lower_in_cased) and evidence < needed:
+        if (common or lower_in_cased) and evidence < needed and not national:
             strength *= WEAK
             note += ":weak"
         elif top_kind == "city" and evidence >= 1.0:
@@ -222,6 +268,7 @@ class MentionRules:
             "capital": float(capital),
             "given": float(key in self.given),
             "is_word": float(all(is_word(self.words, t) for t in key.split())),
+            "national": float(national),
         }
         return Mention(i, j, key, places, strength, weights, note, ctx=ctx)
 
@@ -291,6 +338,8 @@ class MentionRules:
             posts.append(Mention(s, e, key, (place,), strength, {iso3: 1.0}, "organisation"))
             taken.update(range(s, e))
         blocked = self._blocked(tokens)  # false friends and brands ("Kia Sorento"): not places
+        keys = {t.key for t in tokens}
+        cues = (not keys.isdisjoint(FLAG_WORDS), not keys.isdisjoint(COMMERCIAL))
         for s, e, iso3 in postcodes(caption):
             span = [k for k, t in enumerate(tokens) if t.start >= s and t.end <= e]
             if span:
@@ -313,7 +362,7 @@ class MentionRules:
                     mentions.append(m)
                     taken.add(i)
                     continue
-            m = self._mention(tokens, caption, mode, i, j, key)
+            m = self._mention(tokens, caption, mode, i, j, key, cues)
             if m is not None:
                 mentions.append(m)
                 taken.update(range(i, j))
@@ -324,6 +373,7 @@ class MentionRules:
                 m = self._admin_code(tokens, caption, i, i in ends)
                 if m is not None:
                     mentions.append(m)
+        mentions = _real_places_first(mentions)
         mentions.sort(key=lambda m: m.start)
         for a, b in itertools.pairwise(mentions):
             sep = caption[tokens[a.end - 1].end : tokens[b.start].start]
@@ -334,12 +384,35 @@ class MentionRules:
                 # the country they share, when they share one.
                 # (in a fixed order: the same float sums in every process)
                 shared = sorted(set(a.weights) & set(b.weights))
-                container = b.note in CONTAINERS and not a.note.endswith(":weak")
+                b_kind = b.note.split(":", 1)[0]
+                container = b_kind in CONTAINERS and not a.note.endswith(":weak")
+                if container and b.note != b_kind:
+                    # A container that is also a word ("Canterbury, Kent": Kent is a US town too)
+                    # contains only where it is a container: the county.
+                    held = {p.iso3 for p in b.places if p.kind in CONTAINERS}
+                    shared = sorted(set(a.weights) & held)
                 if container and shared and (len(a.weights) > 1 or len(b.weights) > 1):
                     for m in (a, b):
                         total = sum(m.weights[c] for c in shared) or 1.0
                         m.weights = {c: m.weights[c] / total for c in shared}
+                elif sep.strip() == "," and self._anchors(a, b):
+                    # "Windsor, Melbourne", "Moseley, Birmingham": a town, then the city it is in.
+                    top = max(b.weights, key=lambda c: (b.weights[c], c))
+                    a.weights = {top: 1.0}
         return mentions
+
+    @staticmethod
+    def _anchors(a: Mention, b: Mention) -> bool:
+        """Does city ``b`` settle the country of the town ``a`` before it ("Windsor, Melbourne")?
+
+        ``b`` is a city mostly of one country, ``a`` a town (no city of a million: "Paris, London"
+        is a list) with a namesake in that country among others.
+        """
+        if b.note != "city" or a.note.split(":", 1)[0] != "city" or len(a.weights) < 2:
+            return False
+        top = max(b.weights, key=lambda c: (b.weights[c], c))
+        big = max((p.population for p in a.places if p.kind == "city"), default=0)
+        return b.weights[top] >= 0.8 and top in a.weights and big < 1_000_000
 
     def _score(self, caption: str) -> tuple[dict[str, float], list[Mention]]:
         """The rules' country scores (before the learned scorer) and the mentions."""
@@ -377,3 +450,31 @@ class MentionRules:
             for c, v in dist.items():
                 scores[c] = scores.get(c, 0.0) + strength * v
         return scores, dists
+
+
+def _real_places_first(mentions: list[Mention]) -> list[Mention]:
+    """Without the common words that a real place in the caption outranks.
+
+    A common word read weakly as a place ("best", "buy", "wedding") never competes with a name that
+    is a place on its own evidence, and no common word competes with a country named outright; it
+    stays only where it names the same country (the "Reading" of "Reading, Berkshire", the "Nice"
+    of "Nice, France").
+    """
+    real = [m for m in mentions if not m.ctx.get("common") and not m.note.endswith(":weak")]
+    if not real or len(real) == len(mentions):
+        return mentions
+    countries = {c for m in real for c in m.weights}
+    # A country named outright outranks even a common word with evidence: "yacht moored at Casino
+    # Square in Monaco harbour" (Casino is a town in Australia).
+    named = {
+        c for m in real if m.note in ("country", "alias", "code") for c, w in m.weights.items() if w >= 0.5
+    }
+    return [
+        m
+        for m in mentions
+        if not m.ctx.get("common")
+        or (
+            (not m.note.endswith(":weak") or not countries.isdisjoint(m.weights))
+            and (not named or not named.isdisjoint(m.weights))
+        )
+    ]

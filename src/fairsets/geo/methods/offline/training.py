@@ -30,6 +30,7 @@ from .method import OfflineMethod
 from .scorer import (
     CAPTION_FEATURES,
     MENTION_FEATURES,
+    NATIONAL_PROB,
     Logistic,
     Scorer,
     fit_logistic,
@@ -78,7 +79,11 @@ def _caption_rows(
 ) -> tuple[list[list[float]], list[int], list[str], list[int]]:
     xs, ys, best_of, owners = [], [], [], []
     for ci, idx, mentions, dists, scores, commercial in rows.captions:
-        p = [probs[i] for i in idx]
+        # the rules' floor for national mentions, as at prediction (:func:`.scorer.place_probs`)
+        p = [
+            max(probs[i], NATIONAL_PROB) if m.ctx.get("national") else probs[i]
+            for i, m in zip(idx, mentions, strict=True)
+        ]
         best, _, feats = OfflineMethod._caption_view(mentions, p, dists, scores, commercial)
         xs.append(feats)
         ys.append(int(rows.gold[ci] == best))
