@@ -11,7 +11,16 @@ precision/recall/F1 on each labelled set (the paper's Table 9 definitions).
 
 Target: ``offline`` ≥ 5,000 captions/s on one core (an LLM manages tens per second on a GPU).
 
-    python benchmarks/bench_geo.py --captions 20000
+Then ``offline`` at an operating point **chosen on val** and applied unchanged to every set: the
+threshold with the best F1 on val's precision–recall curve (:func:`fairsets.geo.evaluate.pr_curve`,
+:func:`~fairsets.geo.evaluate.operating_points`; a caption counts as answered when its candidate's
+score reaches the threshold), with precision / recall / F1 per set, and the share of captions the
+cheap ``hybrid`` would send to the LLM (offline's confidence below ``llm_below`` = 0.8, the
+method's default; the LLM's own answers need a model server and are not scored here). With
+``--plot DIR`` the curves of every set go to ``DIR/geo-pr.png`` (a dot: the method's own operating
+point, its ``min_confidence``; a ring: the lowest threshold reaching the paper's precision).
+
+    python benchmarks/bench_geo.py --captions 20000 --plot /tmp/geo-plots
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ def main() -> None:
     ap.add_argument("--captions", type=int, default=20000, help="captions per method (ner: a fifth)")
     ap.add_argument("--methods", default="string,ner,offline")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plot", default=None, help="folder for the precision-recall curves (PNG)")
     args = ap.parse_args()
 
     from fairsets.geo.evaluate import evaluate, load_labelled
@@ -85,6 +95,41 @@ def main() -> None:
             for s, (p, r, f) in per_set.items()
         )
         print(f"  {name:8s} {cells}")
+    if "offline" in args.methods.split(",") and "val" in labelled:
+        val_operating_point(labelled, args.plot)
+
+
+def val_operating_point(labelled: dict[str, tuple[list[str], list[str | None]]], plot: str | None) -> None:
+    """``offline`` at the threshold with the best F1 on val, on every set; the hybrid's LLM share."""
+    from fairsets.geo.evaluate import evaluate, evaluate_predictions, operating_points, plot_pr, pr_curve
+    from fairsets.geo.methods import get_method
+
+    method = get_method("offline")
+    detailed = {s: (gold, method.predict_detailed(caps)) for s, (caps, gold) in labelled.items()}
+    method.close()
+    gold, preds = detailed["val"]
+    chosen = operating_points(pr_curve(gold, [p.candidate for p in preds], [p.score for p in preds]))[
+        "best_f1"
+    ]
+    t = chosen["threshold"]
+    print(
+        f"\noffline at the operating point chosen on val (best F1 on val: threshold {t:.3f}; "
+        f"the method's own min_confidence {method.min_confidence:.3f}), applied to every set;"
+        "\nhybrid: share of captions it sends to the LLM (offline confidence < 0.8):"
+    )
+    for name, (g, ps) in detailed.items():
+        answers = [p.candidate if p.score is not None and p.score >= t else None for p in ps]
+        r = evaluate(g, answers, bootstrap=0)
+        sent = sum(1 for p in ps if p.confidence is None or p.confidence < 0.8) / len(ps)
+        tag = " (never tuned)" if name in NEVER_TUNED else ""
+        print(
+            f"  {name + tag:22s} P / R / F1 {r['precision']:.3f} / {r['recall']:.3f} / {r['f1']:.3f}   "
+            f"hybrid sends {sent:.1%} to the LLM"
+        )
+    if plot:
+        results = {name: evaluate_predictions(g, ps, bootstrap=0) for name, (g, ps) in detailed.items()}
+        path = plot_pr(results, Path(plot) / "geo-pr.png", title="offline: precision–recall per set")
+        print(f"  curves: {path}")
 
 
 if __name__ == "__main__":
