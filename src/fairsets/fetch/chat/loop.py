@@ -7,7 +7,8 @@ cost a socket and a coroutine each instead of a thread each.
 
 :class:`LoopThread` starts the loop, runs coroutines on it (:meth:`~LoopThread.submit` gives a
 :class:`concurrent.futures.Future`; :meth:`~LoopThread.call` waits for the result) and stops it:
-:meth:`~LoopThread.close` waits for the coroutines still running, then ends the thread.
+:meth:`~LoopThread.close` waits for the coroutines still running (then awaits what closes what they
+used), then ends the thread.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 __all__ = ["LoopThread"]
@@ -43,8 +44,9 @@ class LoopThread:
         """Run ``coro`` on the loop and wait for its result (raised here when it raises)."""
         return self.submit(coro).result()
 
-    def close(self) -> None:
-        """Wait for every task still on the loop, stop it and join its thread."""
+    def close(self, last: Callable[[], Awaitable[Any]] | None = None) -> None:
+        """Wait for every task still on the loop, then await ``last()`` (closing what the tasks
+        used), stop the loop and join its thread."""
         if self.loop.is_closed():
             return
 
@@ -53,6 +55,8 @@ class LoopThread:
             others = [t for t in asyncio.all_tasks() if t is not me]
             if others:
                 await asyncio.gather(*others, return_exceptions=True)
+            if last is not None:
+                await last()
 
         try:
             self.call(drain())

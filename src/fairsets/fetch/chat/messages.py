@@ -104,6 +104,23 @@ def _image_urls(messages: list[Message]) -> Iterator[dict[str, Any]]:
                 yield image
 
 
+def text_length(messages: list[Message]) -> int:
+    """The characters of the text of ``messages``: string contents and the ``text`` of text parts."""
+    total = 0
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, dict) else None
+        parts = [content] if isinstance(content, str) else content if isinstance(content, list) else []
+        for part in parts:
+            text = part.get("text") if isinstance(part, dict) else part
+            total += len(text) if isinstance(text, str) else 0
+    return total
+
+
+def image_count(messages: list[Message]) -> int:
+    """How many image parts ``messages`` hold."""
+    return sum(1 for _ in _image_urls(messages))
+
+
 def has_digest_image(messages: list[Message]) -> bool:
     """Whether an image of ``messages`` is given by its digest (:func:`image_digest_part`)."""
     return any(str(image.get("url", "")).startswith("sha256:") for image in _image_urls(messages))

@@ -26,7 +26,9 @@ import asyncio
 import collections
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .messages import image_count, text_length
 
 if TYPE_CHECKING:
     from .endpoint import ChatEndpoint
@@ -54,24 +56,7 @@ IMAGE_TOKENS = 765
 def estimate_tokens(request: ChatRequest, budget: int) -> int:
     """The tokens ``request`` is counted as: ⌈text characters ÷ 4⌉ + :data:`IMAGE_TOKENS` per image +
     ``budget`` (the answer's token limit)."""
-    chars = images = 0
-
-    def walk(value: Any) -> None:
-        nonlocal chars, images
-        if isinstance(value, str):
-            chars += len(value)
-        elif isinstance(value, dict):
-            if value.get("type") == "image_url":
-                images += 1
-                return
-            for k, v in value.items():
-                if k in ("content", "text"):
-                    walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-
-    walk(request.messages)
+    chars, images = text_length(request.messages), image_count(request.messages)
     return math.ceil(chars / 4) + IMAGE_TOKENS * images + max(0, int(budget))
 
 
@@ -85,7 +70,6 @@ class RateLimits:
         self._tokens: collections.deque[tuple[float, int]] = collections.deque()
         self._token_sum = 0
         self._lock = asyncio.Lock()  # one waiter at a time: requests start in the order they asked
-        self.waited = 0.0  # seconds requests were held back, summed
 
     @classmethod
     def of(cls, endpoint: ChatEndpoint) -> RateLimits | None:
@@ -127,7 +111,6 @@ class RateLimits:
                     self._tokens.append((now, tokens))
                     self._token_sum += tokens
                     return True
-                self.waited += delay
                 try:
                     await asyncio.wait_for(stop.wait(), delay)
                     return False

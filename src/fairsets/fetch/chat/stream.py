@@ -98,18 +98,9 @@ class _Run:
         the session and the loop."""
         if self.loop is None:
             return
-        session = self.session
-
-        async def drain() -> None:
-            me = asyncio.current_task()
-            await asyncio.gather(*(t for t in asyncio.all_tasks() if t is not me), return_exceptions=True)
-            if session is not None:
-                await session.close()
-
         try:
-            self.loop.call(drain())
+            self.loop.close(last=self.session.close if self.session is not None else None)
         finally:
-            self.loop.close()
             if self.writer is not None:
                 self.writer.close()  # every answer on disk before the batch returns
 
@@ -276,10 +267,11 @@ class ChatStream:
                     run.start(client._transport, cap)
                 outbox.append((i, client._ask(request, run, key, hit)))  # a non-final hit: asked again
                 state["in_flight"] += 1
-                if len(outbox) >= _HANDOFF or time.monotonic() - outbox_since[0] > _HANDOFF_SECONDS:
+                now = time.monotonic()
+                if len(outbox) == 1:
+                    outbox_since[0] = now
+                if len(outbox) >= _HANDOFF or now - outbox_since[0] > _HANDOFF_SECONDS:
                     send()  # a slow producer (views being rendered) does not hold back the first ones
-                elif len(outbox) == 1:
-                    outbox_since[0] = time.monotonic()
             send()
 
         try:
