@@ -28,6 +28,7 @@ import os
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
+from ..guard.hosts import is_loopback_name
 from ..redact import Redactor
 from ..retry import HttpStatusError, unreachable, user_agent
 from .answer import BadCompletion as _Bad
@@ -86,15 +87,7 @@ class Transport:
         self.endpoint = endpoint
 
     def _is_loopback(self) -> bool:
-        import ipaddress
-
-        host = urllib.parse.urlsplit(self.endpoint.base_url).hostname or ""
-        if host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback_name(urllib.parse.urlsplit(self.endpoint.base_url).hostname or "")
 
     def session(self, connections: int) -> aiohttp.ClientSession:
         """A session for one batch (open it on the loop that will use it; close it when done):
