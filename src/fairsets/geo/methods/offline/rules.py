@@ -391,10 +391,20 @@ class MentionRules:
                     # contains only where it is a container: the county.
                     held = {p.iso3 for p in b.places if p.kind in CONTAINERS}
                     shared = sorted(set(a.weights) & held)
+                elif container:
+                    # In a country where the container is only a city, the town must be in that
+                    # city's state or province: not "Yardley, Birmingham" read as two US places.
+                    shared = [c for c in shared if _same_division(a, b, c)]
                 if container and shared and (len(a.weights) > 1 or len(b.weights) > 1):
                     for m in (a, b):
                         total = sum(m.weights[c] for c in shared) or 1.0
                         m.weights = {c: m.weights[c] / total for c in shared}
+                elif container and not shared and sep.strip() == "," and a.note.split(":", 1)[0] in LOCAL:
+                    # "Kingston, Surrey": a town the gazetteer knows only abroad, then a county,
+                    # state or country: the town is a locality there that the data lacks.
+                    held = {p.iso3 for p in b.places if p.kind in CONTAINERS}
+                    if len(held) == 1:
+                        a.weights = {held.pop(): 1.0}
                 elif sep.strip() == "," and self._anchors(a, b):
                     # "Windsor, Melbourne", "Moseley, Birmingham": a town, then the city it is in.
                     top = max(b.weights, key=lambda c: (b.weights[c], c))
@@ -412,7 +422,7 @@ class MentionRules:
             return False
         top = max(b.weights, key=lambda c: (b.weights[c], c))
         big = max((p.population for p in a.places if p.kind == "city"), default=0)
-        return b.weights[top] >= 0.8 and top in a.weights and big < 1_000_000
+        return b.weights[top] >= 0.8 and top in a.weights and big < 1_000_000 and _same_division(a, b, top)
 
     def _score(self, caption: str) -> tuple[dict[str, float], list[Mention]]:
         """The rules' country scores (before the learned scorer) and the mentions."""
@@ -436,8 +446,12 @@ class MentionRules:
                 adjacent = o.start == m.end or o.end == m.start
                 near = abs(o.start - m.end) <= 2 or abs(m.start - o.end) <= 2
                 factor = 1.0 + (1.0 if adjacent else 0.5 if near else 0.0)
+                first, second = (m, o) if m.start < o.start else (o, m)
                 for c, w in o.weights.items():
-                    support[c] = support.get(c, 0.0) + o.strength * w * factor
+                    # neighbours lend more only where they can be one place: "Kingston, Surrey"
+                    # is not a Canadian pair (an Ontario town and a British Columbia city)
+                    f = factor if factor == 1.0 or _same_division(first, second, c) else 1.0
+                    support[c] = support.get(c, 0.0) + o.strength * w * f
             strength = m.strength
             if m.note.endswith(":weak") and any(support.get(c, 0) >= 1.0 for c in m.weights):
                 strength /= WEAK  # a neighbour of the same country is the evidence it lacked
@@ -450,6 +464,25 @@ class MentionRules:
             for c, v in dist.items():
                 scores[c] = scores.get(c, 0.0) + strength * v
         return scores, dists
+
+
+#: Kinds of a name that can be a locality inside a larger place ("town, county").
+LOCAL = frozenset({"city", "place", "region"})
+
+
+def _same_division(a: Mention, b: Mention, iso3: str) -> bool:
+    """Can town ``a`` lie in ``b`` ("town, larger place") in country ``iso3``?
+
+    Yes where ``b`` is a container there (a state, a county, the country) or where either name's
+    cities there carry no division; otherwise only when a city named ``a`` and a city named ``b``
+    share a first-level division (GeoNames ``admin1``): "Windsor, Melbourne" (both in Victoria)
+    but not Cardiff in New South Wales with a Riverside in Tasmania.
+    """
+    if any(p.iso3 == iso3 and p.kind in CONTAINERS for p in b.places):
+        return True
+    in_a = {d for p in a.places if p.iso3 == iso3 and p.kind == "city" for d in p.admin1}
+    in_b = {d for p in b.places if p.iso3 == iso3 and p.kind == "city" for d in p.admin1}
+    return not in_a or not in_b or not in_a.isdisjoint(in_b)
 
 
 def _real_places_first(mentions: list[Mention]) -> list[Mention]:
