@@ -14,6 +14,7 @@ import pytest
 from cli_helpers import assert_one_line_error, run_cli
 from fairsets.geo.evaluate import (
     LabelError,
+    choose_threshold,
     evaluate,
     evaluate_predictions,
     load_labelled,
@@ -246,3 +247,81 @@ def test_cli_min_confidence_for_methods_without_one_is_a_one_line_error(labelled
     assert_one_line_error(code, err, "between 0 and 1")
     code, _, err = run_cli(["geo", "evaluate", labelled, "--target-precision", "0"], capsys)
     assert_one_line_error(code, err, "--target-precision")
+
+
+# -- a threshold chosen on another set -----------------------------------------------------------
+# A validation set, counted by hand: gold FRA DEU ITA CAN (4 with a country), two with none.
+#   t=0.9: P 1/1 R 1/4; t=0.7: P 2/2 R 2/4; t=0.6: P 3/3 R 3/4 (F1 0.857, the best);
+#   t=0.5: P 3/4 R 3/4 (the lowest threshold with P ≥ 0.7); t=0.4: P 3/5; t=0.2: P 3/6.
+VAL = [("FRA 0.9", "FRA"), ("DEU 0.7", "DEU"), ("ITA 0.6", "ITA"), ("USA 0.5", "CAN"),
+       ("GBR 0.4", ""), ("ESP 0.2", ""), ("none 0.9", "")]  # fmt: skip
+
+
+def _val_preds(t=0.99):
+    from geo_scored import ScoredMethod
+
+    return [g or None for _, g in VAL], ScoredMethod(min_confidence=t).predict_detailed([c for c, _ in VAL])
+
+
+def test_choose_threshold_reads_the_best_f1_or_the_target_off_the_choosing_set():
+    gold, preds = _val_preds()
+    best = choose_threshold(gold, preds)
+    assert best["threshold"] == 0.6 and best["rule"] == "best-f1" and best["n"] == 7
+    assert (best["precision"], best["recall"]) == pytest.approx((1.0, 0.75))
+    target = choose_threshold(gold, preds, rule="target", target_precision=0.7)
+    assert target["threshold"] == 0.5 and target["precision"] == pytest.approx(0.75)
+    wrong = [Prediction(None, 0.1, "", "DEU", 0.9)]  # the only candidate is wrong: P 0 everywhere
+    with pytest.raises(ValueError, match=r"no threshold reaches precision 0\.5"):
+        choose_threshold(["FRA"], wrong, rule="target", target_precision=0.5)
+    assert choose_threshold(["FRA"], wrong)["precision"] == 0.0  # best F1 still has a point
+    with pytest.raises(ValueError, match="unknown threshold rule"):
+        choose_threshold(gold, preds, rule="median")
+    with pytest.raises(ValueError, match="have no score"):
+        choose_threshold(gold, [Prediction(p.country) for p in preds])
+    with pytest.raises(ValueError, match="no caption has a candidate"):
+        choose_threshold([None], [Prediction(None, 0.9, "", None, 0.0)])
+
+
+@pytest.fixture()
+def val_file(tmp_path):
+    f = tmp_path / "val.csv"
+    f.write_text("caption,country\n" + "\n".join(f"{c},{g}" for c, g in VAL) + "\n", encoding="utf-8")
+    return f
+
+
+@pytest.mark.parametrize(("rule", "t"), [("best-f1", 0.6), ("target", 0.5)])
+def test_cli_applies_a_threshold_chosen_on_another_set(scored, labelled, val_file, tmp_path, capsys, rule, t):
+    out = tmp_path / "ev"
+    args = ["geo", "evaluate", labelled, "-m", scored, "--bootstrap", "0", "-o", out]
+    extra = ["--threshold-from", val_file, "--threshold-rule", rule, "--target-precision", "0.7"]
+    code, _, err = run_cli([*args, *extra], capsys)
+    assert code == 0, err
+    s = json.loads((out / "evaluation.json").read_text(encoding="utf-8"))[scored]
+    assert s["min_confidence"] == t and s["threshold_chosen_on"]["threshold"] == t
+    assert s["threshold_chosen_on"]["file"] == "val.csv" and s["threshold_chosen_on"]["rule"] == rule
+    # on the evaluated set (GOLD6/CAND6/SCORE6) at 0.5 or 0.6 by hand: FRA ✓, GBR for FRA ✗, DEU ✓,
+    # ITA for none ✗ answered; USA 0.3 not: P 2/4, R 2/4 (gold FRA FRA DEU USA)
+    assert (s["precision"], s["recall"]) == pytest.approx((0.5, 0.5))
+    assert f"threshold {t:.3f} chosen on val.csv" in " ".join(err.split())
+
+
+def test_cli_threshold_from_errors_are_one_line(scored, labelled, val_file, capsys):
+    base = ["geo", "evaluate", labelled, "--bootstrap", "0"]
+    code, _, err = run_cli([*base, "-m", scored, "--threshold-from", labelled], capsys)
+    assert_one_line_error(code, err, "evaluated file itself")
+    code, _, err = run_cli(
+        [*base, "-m", scored, "--threshold-from", val_file, "--min-confidence", "0.5"], capsys
+    )
+    assert_one_line_error(code, err, "--min-confidence")
+    code, _, err = run_cli([*base, "-m", "string", "--threshold-from", val_file], capsys)
+    assert_one_line_error(code, err, "give no confidence")
+    code, _, err = run_cli(
+        [*base, "-m", scored, "--threshold-from", val_file, "--threshold-rule", "x"], capsys
+    )
+    assert_one_line_error(code, err, "--threshold-rule")
+    wrong = val_file.with_name("wrong.csv")
+    wrong.write_text("caption,country\nDEU 0.9,FRA\n", encoding="utf-8")
+    code, _, err = run_cli(
+        [*base, "-m", scored, "--threshold-from", wrong, "--threshold-rule", "target"], capsys
+    )
+    assert_one_line_error(code, err, "no threshold reaches precision 0.86")

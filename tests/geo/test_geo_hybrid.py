@@ -168,6 +168,26 @@ def test_evaluate_prints_the_share_sent(server, scored, tmp_path, capsys):
     assert "pr_curve" not in res and res["pr_curve_skipped"] == "2 of 4 answers have no score"
 
 
+def test_evaluate_chooses_the_hybrids_threshold_on_its_first_methods_curve(server, scored, tmp_path, capsys):
+    """--threshold-from with hybrid: the first method's threshold, chosen on val's curve without an
+    LLM call there (val: FRA 0.95 right, ITA 0.7 wrong, DEU 0.5 right → best F1 at 0.5, by hand)."""
+    val = tmp_path / "val.csv"
+    val.write_text("caption,country\nFRA 0.95,FRA\nITA 0.7,\nDEU 0.5,DEU\nnone 0.9,\n", encoding="utf-8")
+    lab = tmp_path / "lab.csv"
+    lab.write_text("caption,country\nFRA 0.95,FRA\nDEU 0.6,DEU\nnone 0.99,\nGBR 0.3,GBR\n", encoding="utf-8")
+    args = ["geo", "evaluate", lab, "-m", "hybrid", "--bootstrap", "0", "-o", tmp_path / "ev"]
+    args += ["-O", f"first={scored}", "-O", f"llm.base_url={server.url('/v1')}", "-O", "llm.model=m"]
+    args += ["-O", f"llm.cache_dir={tmp_path / 'c'}", "--threshold-from", val]
+    code, _, err = run_cli(args, capsys)
+    assert code == 0, err
+    res = json.loads((tmp_path / "ev" / "evaluation.json").read_text(encoding="utf-8"))["hybrid"]
+    chosen = res["threshold_chosen_on"]
+    assert chosen["threshold"] == 0.5 and chosen["file"] == "val.csv"
+    assert (chosen["precision"], chosen["recall"]) == pytest.approx((2 / 3, 1.0))
+    assert res["min_confidence"] == 0.5
+    assert "threshold 0.500 chosen on val.csv" in " ".join(err.split())
+
+
 def test_hybrid_refuses_an_llm_as_its_first_method_and_a_bad_llm_below():
     with pytest.raises(ValueError, match="first must be"):
         get_method("hybrid", first="llm", llm={"base_url": "http://127.0.0.1:9/v1", "model": "m"})

@@ -47,7 +47,9 @@ __all__ = [
     "CAPTION_COLUMNS",
     "LABEL_COLUMNS",
     "TARGET_PRECISION",
+    "THRESHOLD_RULES",
     "LabelError",
+    "choose_threshold",
     "evaluate",
     "evaluate_predictions",
     "load_labelled",
@@ -308,6 +310,46 @@ def operating_points(
         "target_precision": t,
         "at_target": None if at is None else dict(at),
     }
+
+
+#: How :func:`choose_threshold` reads a threshold off a curve.
+THRESHOLD_RULES = ("best-f1", "target")
+
+
+def choose_threshold(
+    gold: Sequence[str | None],
+    predictions: Sequence[Prediction],
+    *,
+    rule: str = "best-f1",
+    target_precision: float = TARGET_PRECISION,
+) -> dict[str, Any]:
+    """A threshold chosen on one labelled set (a validation split), to apply unchanged to another.
+
+    ``rule`` ``best-f1``: the threshold with the best F1 on this set's :func:`pr_curve`;
+    ``target``: the lowest threshold whose precision here reaches ``target_precision``. Returns
+    the point (``threshold``, ``precision``, ``recall``, ``f1``, ``predicted``) with ``rule``,
+    ``target_precision`` and ``n`` (captions). Scores on another set at this threshold are a test
+    of it; scores on this set are its fit.
+
+    Raises:
+        ValueError: an unknown rule; answers without a score (no curve to choose on); no caption
+            with a candidate; or no threshold reaching the target.
+    """
+    if rule not in THRESHOLD_RULES:
+        raise ValueError(f"unknown threshold rule {rule!r}: use {' or '.join(THRESHOLD_RULES)}")
+    if len(predictions) != len(gold):
+        raise ValueError(f"{len(gold)} labels but {len(predictions)} predictions")
+    unscored = sum(1 for p in predictions if p.score is None)
+    if unscored:
+        raise ValueError(f"{unscored} of {len(predictions)} answers have no score: no threshold to choose")
+    curve = pr_curve(gold, [p.candidate for p in predictions], [p.score for p in predictions])
+    ops = operating_points(curve, target_precision)
+    point = ops["best_f1"] if rule == "best-f1" else ops["at_target"]
+    if point is None:
+        if not curve:
+            raise ValueError("no caption has a candidate country: no threshold to choose")
+        raise ValueError(f"no threshold reaches precision {target_precision:g}")
+    return {**point, "rule": rule, "target_precision": ops["target_precision"], "n": len(gold)}
 
 
 def evaluate_predictions(

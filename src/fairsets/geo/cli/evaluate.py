@@ -7,6 +7,12 @@ scores it adds the lowest threshold whose precision reaches ``--target-precision
 kept there ("P≥0.86 at t=0.62 → R=0.81"). ``hybrid`` also reports the share of captions it sent
 to the LLM.
 
+With ``--threshold-from VAL``: for each method that takes a threshold, it is chosen on the other
+labelled file ``VAL`` (``--threshold-rule best-f1``: the best F1 there; ``target``: the lowest
+threshold whose precision there reaches ``--target-precision``) and applied unchanged to the
+evaluated file; the choice and its scores on ``VAL`` are printed and kept in ``evaluation.json``
+(``threshold_chosen_on``).
+
 With ``--out``: ``evaluation.json`` (every method's scores, plus the precision–recall curve and
 the operating points for methods with scores), ``errors-<method>.csv`` (the wrongly answered
 captions with their confidence, evidence and any failure), and ``pr-<method>.png`` per method
@@ -98,13 +104,31 @@ def register(app: typer.Typer) -> None:
                 help="Report the lowest threshold whose precision reaches this, with its recall.",
             ),
         ] = 0.86,
+        threshold_from: Annotated[
+            Path | None,
+            typer.Option(
+                "--threshold-from",
+                help="Other labelled captions (a validation split): the threshold of the methods "
+                "that take one (offline, hybrid) is chosen there, then applied here unchanged.",
+            ),
+        ] = None,
+        threshold_rule: Annotated[
+            str,
+            typer.Option(
+                "--threshold-rule",
+                help="How --threshold-from chooses: best-f1 (the best F1 there) or target (the "
+                "lowest threshold whose precision there reaches --target-precision).",
+            ),
+        ] = "best-f1",
     ) -> None:
         """Precision/recall as in the paper (Table 9), F1, the none confusion, per-continent scores,
         and precision–recall curves for methods with a confidence."""
         import time
 
         from fairsets.geo.evaluate import (
+            THRESHOLD_RULES,
             LabelError,
+            choose_threshold,
             evaluate_predictions,
             load_labelled,
             plot_pr,
@@ -122,8 +146,24 @@ def register(app: typer.Typer) -> None:
         )
         if bootstrap < 0:
             die(f"--bootstrap must be 0 or more, not {bootstrap}")
+        if threshold_rule not in THRESHOLD_RULES:
+            die(f"--threshold-rule must be {' or '.join(THRESHOLD_RULES)}, not {threshold_rule!r}")
+        if threshold_from is not None:
+            if min_confidence is not None:
+                die("--threshold-from chooses the threshold: drop --min-confidence (or --threshold-from)")
+            if not any(_takes(n, "min_confidence") for n in names):
+                die(
+                    f"--threshold-from: {', '.join(names)} give no confidence; use -m offline or "
+                    "-m hybrid (or drop the option)"
+                )
+            if threshold_from.resolve() == labelled.resolve():
+                die(
+                    "--threshold-from names the evaluated file itself; choose the threshold on "
+                    "another labelled set (a validation split)"
+                )
         try:
             captions, gold = load_labelled(labelled)
+            chooser = load_labelled(threshold_from) if threshold_from is not None else None
         except (LabelError, ProfileError, OSError) as exc:
             die(exc)
         results: dict[str, dict[str, Any]] = {}
@@ -132,6 +172,23 @@ def register(app: typer.Typer) -> None:
             opts = list(option or []) if len(names) <= 1 else []
             if min_confidence is not None and _takes(name, "min_confidence"):
                 opts.append(f"min_confidence={min_confidence}")
+            chosen = None
+            if chooser is not None and threshold_from is not None and _takes(name, "min_confidence"):
+                m = build_method(name, opts)
+                try:
+                    # hybrid: the threshold is its first method's, chosen on that method's curve
+                    # (no LLM call is needed to choose it)
+                    chosen_preds = getattr(m, "first", m).predict_detailed(chooser[0])
+                finally:
+                    m.close()
+                try:
+                    chosen = choose_threshold(
+                        chooser[1], chosen_preds, rule=threshold_rule, target_precision=target_precision
+                    )
+                except ValueError as exc:
+                    hint = "; try --threshold-rule best-f1" if threshold_rule == "target" else ""
+                    die(f"--threshold-from {threshold_from.name}: {name}: {exc}{hint}")
+                opts.append(f"min_confidence={chosen['threshold']!r}")
             m = build_method(name, opts)
             t0 = time.perf_counter()
             try:
@@ -153,6 +210,8 @@ def register(app: typer.Typer) -> None:
             thresholds[name] = t
             if t is not None:
                 r["min_confidence"] = t
+            if chosen is not None:
+                r["threshold_chosen_on"] = {"file": threshold_from.name if threshold_from else "", **chosen}
             prov = m.provenance()
             if "sent_to_llm" in prov:
                 r["sent_to_llm"] = prov["sent_to_llm"]
@@ -198,6 +257,16 @@ def register(app: typer.Typer) -> None:
             table.add_row(*row)
         show(table)  # file names are data: never markup
         for name, r in results.items():
+            ch = r.get("threshold_chosen_on")
+            if ch:
+                rule = (
+                    "best F1" if ch["rule"] == "best-f1" else f"lowest reaching P≥{ch['target_precision']:g}"
+                )
+                say(
+                    f"{name}: threshold {ch['threshold']:.3f} chosen on {ch['file']} ({rule} there: "
+                    f"P {ch['precision']:.3f}, R {ch['recall']:.3f}, {ch['n']} captions)",
+                    err=True,
+                )
             line = _sent_line(name, r)
             if line:
                 say(line, err=True)
