@@ -1,0 +1,60 @@
+"""The two Wikipedia evaluation sets (``benchmarks/data/geo-wiki-*.csv``): they load as labelled
+sets, their labels are ISO 3166-1 alpha-3 codes, no caption repeats, every row names its article,
+and the counts in ``benchmarks/data/README.md`` are those of the files."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pycountry
+import pytest
+
+from fairsets.geo.evaluate import load_labelled
+
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+FILES = ("geo-wiki-captions.csv", "geo-wiki-sentences.csv")
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    with open(DATA / name, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _readme_row(name: str) -> tuple[int, float, int]:
+    text = (DATA / "README.md").read_text(encoding="utf-8")
+    m = re.search(rf"^\| `{re.escape(name)}` \| ([\d,]+) \| ([\d.]+)% \| (\d+) \|", text, re.MULTILINE)
+    assert m, f"{name} has no row in the README's table"
+    return int(m.group(1).replace(",", "")), float(m.group(2)), int(m.group(3))
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_loads_with_valid_alpha3_labels(name):
+    captions, labels = load_labelled(DATA / name)
+    rows = _rows(name)
+    assert len(captions) == len(rows) > 0
+    assert all(c.strip() for c in captions)
+    for row, label in zip(rows, labels, strict=True):
+        code = row["country"]
+        assert code == "" or (code.isupper() and pycountry.countries.get(alpha_3=code) is not None), code
+        assert label == (code or None)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_columns_articles_and_no_duplicates(name):
+    rows = _rows(name)
+    assert list(rows[0]) == ["caption", "country", "article"]
+    assert all(row["article"].strip() for row in rows)
+    keys = [" ".join(re.sub(r"[^\w ]+", " ", row["caption"].lower()).split()) for row in rows]
+    assert len(set(keys)) == len(keys)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_counts_match_the_readme(name):
+    rows = _rows(name)
+    labels = [row["country"] for row in rows]
+    n, none_share, countries = _readme_row(name)
+    assert len(rows) == n
+    assert round(100 * labels.count("") / len(rows), 1) == none_share
+    assert len(set(labels) - {""}) == countries
