@@ -1,8 +1,9 @@
-"""Unlabelled candidates for the two Wikipedia evaluation sets of the ``geo`` methods.
+"""Unlabelled candidates for the Wikipedia sets of the ``geo`` methods: two evaluation sets and
+a development set.
 
 The source is the shortened English Wikipedia dump that ships in the ``gensim`` 4.4.0 wheel as
 test data (``gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2``,
-text by Wikipedia contributors, CC BY-SA). Two files are written, both deterministically:
+text by Wikipedia contributors, CC BY-SA). Three files are written, all deterministically:
 
 * image captions: the caption of every ``[[File:…]]``/``[[Image:…]]`` link and every
   ``<gallery>`` line in every article (the last parameter that is not an image option), rendered
@@ -11,9 +12,15 @@ text by Wikipedia contributors, CC BY-SA). Two files are written, both determini
 * encyclopedia sentences: the prose of the place articles listed in ``PLACE_ARTICLES`` (headings,
   lists, tables, templates, references, images and the closing sections dropped), split into
   sentences, kept at 6–60 words, deduplicated as above, at most ``PER_ARTICLE`` per article drawn
-  with ``random.Random(SEED)``, then ``SENTENCES`` of those drawn with the same generator.
+  with ``random.Random(SEED)``, then ``SENTENCES`` of those drawn with the same generator;
+* development sentences: the same prose and sentence rules applied to every article that is not
+  in ``PLACE_ARTICLES``; sentences equal (as above) to a row of the two evaluation files are
+  dropped; those with a capitalised word that is not the first word are preferred (place names
+  are likely there), at most ``DEV_PER_ARTICLE`` per article drawn with
+  ``random.Random(DEV_SEED)``, then ``DEV_SENTENCES`` of those drawn with the same generator
+  (topped up from the other sentences only if the preferred ones are too few).
 
-Both carry the article title for provenance and an empty ``country`` column, to be labelled by
+All three carry the article title for provenance and an empty ``country`` column, to be labelled by
 reading. The script uses no fairsets code.
 
     pip download --no-deps gensim==4.4.0 -d /tmp/gensim-wheel
@@ -42,6 +49,10 @@ SENTENCES = 400
 PER_ARTICLE = 40
 MIN_CAPTION_WORDS = 3
 SENTENCE_WORDS = (6, 60)
+DEV_SEED = 20261130
+DEV_SENTENCES = 500
+DEV_PER_ARTICLE = 25
+CAPITALISED = re.compile(r"^[\"“‘(\[]*[A-Z]")
 
 # Articles whose subject is a place: countries, a territory, states and a province, the sub-pages
 # of Angola, a continent and an ocean. Chosen by title; every other article is not a place.
@@ -287,6 +298,39 @@ def sentence_rows(pages: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(s, title) for _, _, s, title in sorted(chosen)]
 
 
+def has_inner_capital(s: str) -> bool:
+    """A word after the first that starts with a capital letter ("I" aside)."""
+    return any(CAPITALISED.match(w) and w.strip('"“‘(,.;:!?’”)') != "I" for w in s.split()[1:])
+
+
+def dev_rows(pages: list[tuple[str, str]], evaluation: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Sentences of the articles that are not place articles, none equal to an evaluation row."""
+    rng = random.Random(DEV_SEED)
+    seen = {key(text) for text, _ in evaluation}
+    preferred, others = [], []
+    for rank, (title, wikitext) in enumerate(pages):
+        if title in PLACE_ARTICLES:
+            continue
+        found, rest = [], []
+        for paragraph in prose(wikitext):
+            for s in sentences(paragraph):
+                if keep_sentence(s) and key(s) not in seen:
+                    seen.add(key(s))
+                    row = (rank, len(found) + len(rest), s, title)
+                    (found if has_inner_capital(s) else rest).append(row)
+        preferred.extend(rng.sample(found, DEV_PER_ARTICLE) if len(found) > DEV_PER_ARTICLE else found)
+        others.append(rest)
+    if len(preferred) >= DEV_SENTENCES:
+        chosen = rng.sample(preferred, DEV_SENTENCES)
+    else:
+        counts = {}
+        for rank, *_ in preferred:
+            counts[rank] = counts.get(rank, 0) + 1
+        extra = [r for rest in others for r in rest if counts.get(r[0], 0) < DEV_PER_ARTICLE]
+        chosen = preferred + rng.sample(extra, min(len(extra), DEV_SENTENCES - len(preferred)))
+    return [(s, title) for _, _, s, title in sorted(chosen)]
+
+
 def write(path: Path, rows: list[tuple[str, str]]) -> None:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -298,14 +342,19 @@ def write(path: Path, rows: list[tuple[str, str]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", type=Path, help="the gensim 4.4.0 wheel, or the dump (.bz2 or .xml)")
-    parser.add_argument("--out", type=Path, default=Path("."), help="folder for the two candidate files")
+    parser.add_argument("--out", type=Path, default=Path("."), help="folder for the three candidate files")
     args = parser.parse_args(argv)
     pages = articles(read_dump(args.source))
     args.out.mkdir(parents=True, exist_ok=True)
     caps, sents = caption_rows(pages), sentence_rows(pages)
+    dev = dev_rows(pages, caps + sents)
     write(args.out / "geo-wiki-captions.candidates.csv", caps)
     write(args.out / "geo-wiki-sentences.candidates.csv", sents)
-    print(f"{len(pages)} articles: {len(caps)} captions, {len(sents)} sentences -> {args.out}")
+    write(args.out / "geo-wiki-dev.candidates.csv", dev)
+    print(
+        f"{len(pages)} articles: {len(caps)} captions, {len(sents)} sentences, "
+        f"{len(dev)} development sentences -> {args.out}"
+    )
     return 0
 
 

@@ -1,6 +1,7 @@
-"""The two Wikipedia evaluation sets (``benchmarks/data/geo-wiki-*.csv``): they load as labelled
-sets, their labels are ISO 3166-1 alpha-3 codes, no caption repeats, every row names its article,
-and the counts in ``benchmarks/data/README.md`` are those of the files."""
+"""The Wikipedia sets (``benchmarks/data/geo-wiki-*.csv``: two evaluation sets and a development
+set): they load as labelled sets, their labels are ISO 3166-1 alpha-3 codes, no caption repeats,
+every row names its article, the counts in ``benchmarks/data/README.md`` are those of the files,
+and no development row equals a row of the evaluation sets."""
 
 from __future__ import annotations
 
@@ -14,12 +15,18 @@ import pytest
 from fairsets.geo.evaluate import load_labelled
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
-FILES = ("geo-wiki-captions.csv", "geo-wiki-sentences.csv")
+EVALUATION = ("geo-wiki-captions.csv", "geo-wiki-sentences.csv")
+DEVELOPMENT = "geo-wiki-dev.csv"
+FILES = (*EVALUATION, DEVELOPMENT)
 
 
 def _rows(name: str) -> list[dict[str, str]]:
     with open(DATA / name, encoding="utf-8", newline="") as f:
         return list(csv.DictReader(f))
+
+
+def _key(text: str) -> str:
+    return " ".join(re.sub(r"[^\w ]+", " ", text.lower()).split())
 
 
 def _readme_row(name: str) -> tuple[int, float, int]:
@@ -46,7 +53,7 @@ def test_columns_articles_and_no_duplicates(name):
     rows = _rows(name)
     assert list(rows[0]) == ["caption", "country", "article"]
     assert all(row["article"].strip() for row in rows)
-    keys = [" ".join(re.sub(r"[^\w ]+", " ", row["caption"].lower()).split()) for row in rows]
+    keys = [_key(row["caption"]) for row in rows]
     assert len(set(keys)) == len(keys)
 
 
@@ -58,3 +65,9 @@ def test_counts_match_the_readme(name):
     assert len(rows) == n
     assert round(100 * labels.count("") / len(rows), 1) == none_share
     assert len(set(labels) - {""}) == countries
+
+
+def test_development_rows_are_not_evaluation_rows():
+    evaluation = {_key(row["caption"]) for name in EVALUATION for row in _rows(name)}
+    shared = [row["caption"] for row in _rows(DEVELOPMENT) if _key(row["caption"]) in evaluation]
+    assert not shared, shared[:5]
