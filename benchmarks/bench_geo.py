@@ -2,14 +2,14 @@
 
 Captions: the labelled development and validation sets in ``benchmarks/data`` (LAION-style, ~45%
 without a place), repeated and shuffled to ``--captions`` inputs. Quality is also reported, apart,
-on the sets never tuned on: ``geo-heldout.csv`` (2,098 captions over the study's 20 entity types,
-54 % without a place, written without running any method) and two sets of real text nobody here
-wrote, ``geo-wiki-captions.csv`` (984 Wikipedia image captions) and ``geo-wiki-sentences.csv``
-(400 encyclopedia sentences about places), from the Wikipedia extract in gensim's test data. Each method runs in this one
-process (one core; ``OMP_NUM_THREADS=1``) after a warm-up; the time to build the method (the
-gazetteer, the spaCy pipeline) is reported apart. Printed: captions/s for ``string``, ``ner`` and
-``offline``, and each as a ratio to ``string`` (the baseline measured in the same run); then
-precision/recall/F1 on each labelled set (the paper's Table 9 definitions).
+on the sets never tuned on: ``geo-heldout.csv`` (2,098 captions over the study's 20 entity types, 54
+% without a place, written without running any method) and two sets of real text nobody here wrote,
+``geo-wiki-captions.csv`` (984 Wikipedia image captions) and ``geo-wiki-sentences.csv`` (400
+encyclopedia sentences about places), from the Wikipedia extract in gensim's test data. Each method
+runs in this one process (one core; ``OMP_NUM_THREADS=1``) after a warm-up; the time to build the
+method (the gazetteer, the spaCy pipeline) is reported apart. Printed: captions/s for ``string``,
+``ner`` and ``offline``, and each as a ratio to ``string`` (the baseline measured in the same run);
+then precision/recall/F1 on each labelled set (the paper's Table 9 definitions).
 
 Target: ``offline`` ≥ 5,000 captions/s on one core (an LLM manages tens per second on a GPU).
 

@@ -2,9 +2,10 @@
 
 The scorer (``fairsets.geo.methods.offline.scorer``) decides whether each candidate mention is a
 place and how sure a caption's answer is. It is learned from the labelled development and training
-captions in ``benchmarks/data`` (``geo-dev.csv`` and ``geo-train-*.csv``); ``geo-val.csv`` and
-``geo-heldout.csv`` are never trained on, so ``bench_geo.py`` and ``fairsets geo evaluate`` on them
-measure captions the scorer has not seen. Deterministic: the same files give the same JSON.
+captions in ``benchmarks/data`` (``geo-dev.csv``, ``geo-wiki-dev.csv`` and ``geo-train-*.csv``);
+``geo-val.csv``, ``geo-heldout.csv`` and the two Wikipedia evaluation sets are never trained
+on, so ``bench_geo.py`` and ``fairsets geo evaluate`` on them measure captions the scorer has not
+seen. Deterministic: the same files give the same JSON.
 
     python scripts/train_geo_scorer.py                       # rebuild the shipped model
     python scripts/train_geo_scorer.py mine.csv --out my-scorer.json   # your own labelled captions
@@ -28,9 +29,15 @@ DATA = ROOT / "benchmarks" / "data"
 SHIPPED = ROOT / "src" / "fairsets" / "geo" / "data" / "offline_scorer.json"
 
 
+#: Evaluation sets: never trained on.
+EVALUATION = ("geo-val.csv", "geo-heldout.csv", "geo-wiki-captions.csv", "geo-wiki-sentences.csv")
+
+
 def default_training_sets() -> list[Path]:
-    """The labelled files the shipped scorer is trained on (never geo-val or geo-heldout)."""
-    return [DATA / "geo-dev.csv", *sorted(DATA.glob("geo-train-*.csv"))]
+    """The labelled files the shipped scorer is trained on: the development sets (LAION-style
+    ``geo-dev.csv`` and real Wikipedia sentences ``geo-wiki-dev.csv``) and ``geo-train-*.csv``;
+    never an evaluation set."""
+    return [DATA / "geo-dev.csv", DATA / "geo-wiki-dev.csv", *sorted(DATA.glob("geo-train-*.csv"))]
 
 
 def main() -> None:
@@ -48,9 +55,12 @@ def main() -> None:
     from fairsets.geo.methods.offline.training import train_scorer
 
     sets = args.labelled or default_training_sets()
-    forbidden = [p for p in sets if p.name in ("geo-val.csv", "geo-heldout.csv")]
+    forbidden = [p for p in sets if p.name in EVALUATION]
     if forbidden:
-        sys.exit(f"error: {forbidden[0].name} is an evaluation set; train on geo-dev.csv and geo-train-*.csv")
+        sys.exit(
+            f"error: {forbidden[0].name} is an evaluation set; train on geo-dev.csv, geo-wiki-dev.csv "
+            "and geo-train-*.csv"
+        )
     scorer, report = train_scorer(sets, l2=args.l2, target_precision=args.target_precision)
     atomic_write_text(args.out, scorer_json(scorer))
     print(json.dumps(report, indent=1))

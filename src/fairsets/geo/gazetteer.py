@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .countries import countries, country_terms, data_text, fold
+from .countries import CONTINENTS, countries, country_terms, data_text, fold
 
 __all__ = ["KIND_RANK", "Gazetteer", "Place", "Token", "gazetteer", "tokenize"]
 
@@ -234,13 +234,19 @@ class Gazetteer:
             path = folder / "cities15000.json"
         with path.open(encoding="utf-8") as fh:
             cities = json.load(fh)
+        # A continent is no town, whatever GeoNames lists: Asia (a town in the Philippines),
+        # Africa (an old name of Mahdia, Tunisia).
+        continents = {name_key(n) for n in CONTINENTS.values()}
         alternates: list[tuple[str, Place]] = []
         for c in cities.values():
             pop = int(c.get("population") or 0)
             iso3 = iso2to3.get(c["countrycode"])
             if iso3 is None or pop < self.min_population:
                 continue
-            admin1 = str(c.get("admin1code") or "").strip().removeprefix("00")  # 00: not assigned
+            admin1 = str(c.get("admin1code") or "").strip()
+            admin1 = "" if admin1 == "00" else admin1  # 00: not assigned
+            if name_key(c["name"]) in continents:
+                continue
             place = Place(
                 iso3, "city", pop, c["name"], len(c.get("alternatenames") or ()), (admin1,) if admin1 else ()
             )
@@ -255,7 +261,7 @@ class Gazetteer:
         # alternate names hold nicknames and namesakes ("Victoria" is an alternate of Hong Kong).
         primary = set(self.entries)
         for alt, place in alternates:
-            if name_key(alt) not in primary:
+            if name_key(alt) not in primary and name_key(alt) not in continents:
                 self._add(alt, place)
 
     # -- lookup ---------------------------------------------------------------------------------
@@ -309,8 +315,8 @@ class Gazetteer:
 
 
 #: Bumped when what the gazetteer holds, or its cache file's layout, changes.
-CACHE_FORMAT = 4  # 2: places carry their number of alternate names; 3: checksum, first tokens;
-# 4: cities carry their first-level divisions
+CACHE_FORMAT = 5  # 2: places carry their number of alternate names; 3: checksum, first tokens;
+# 4: cities carry their first-level divisions; 5: no city named after a continent
 _ENV_CACHE = "FAIRSETS_CACHE_DIR"
 
 

@@ -185,6 +185,19 @@ STYLE_WORDS = frozenset(
 )
 STYLE_WORDS |= frozenset(
     [
+        # a language, not a place: "the French name", "British English", "Greek terms"
+        "name",
+        "names",
+        "term",
+        "terms",
+        "english",
+        "spelling",
+        "spellings",
+        "pronunciation",
+        "dialect",
+        "dialects",
+        "accent",
+        "transliteration",
         "curry",
         "curries",
         "noodles",

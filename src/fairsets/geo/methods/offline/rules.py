@@ -43,7 +43,7 @@ from .lexicon import (
 from .mentions import Mention, case_mode, is_word
 from .organisations import find_organisations
 from .scorer import COMMERCIAL
-from .wordsets import _english_words, _false_friends, _given_names, _zipf
+from .wordsets import _english_words, _false_friends, _first_names, _given_names, _zipf
 
 __all__ = ["MentionRules"]
 
@@ -63,10 +63,28 @@ class MentionRules:
         self.gaz: Gazetteer = gazetteer(int(min_population))
         self.words = _english_words()
         self.given = _given_names()
+        self.first_names = _first_names()
         self.false_friends = _false_friends()
         self.zipf = _zipf()
         self._common_cache: dict[str, bool] = {}
         self.admin_shared = {k: v for k, v in admin_code_countries().items() if len(v) > 1}
+
+    def _person_first_name(self, key: str, text: str) -> bool:
+        """Is this word a first name before a surname rather than a place: a census first name,
+        written "Isabel" (not ISABEL), that is no dictionary word and names no country or city of
+        100,000 (a province may share it: Isabel in the Solomon Islands)? "Florence Nightingale"
+        is not read as a person's name: Florence is a city."""
+        if key not in self.first_names or text.isupper() or is_word(self.words, key):
+            return False
+        return not any(
+            p.kind in ("country", "alias", "code") or p.kind in NATIONAL_KINDS or p.population >= 100_000
+            for p in self.gaz.lookup(key)
+        )
+
+    def _contains(self, key: str) -> bool:
+        """Does the single word ``key`` name a country, a state or a nationality ("Florence Italy",
+        "Austin Texas"), so that a first name before it is a place after all?"""
+        return any(p.kind in CONTAINERS or p.kind in NATIONAL_KINDS for p in self.gaz.lookup(key))
 
     def _is_common(self, key: str, places: tuple[Place, ...]) -> bool:
         """Is this name (also) an ordinary English word, more often than a place name?
@@ -186,6 +204,9 @@ class MentionRules:
             nxt_key in ("style", "styled", "inspired", "themed")
         ):
             return None
+        # A gloss in another language: "(Russian: Первый день)", "Spanish: La Casa".
+        if demonym and caption[tokens[j - 1].end : tokens[j - 1].end + 1] == ":":
+            return None
         if demonym and nxt_key in PEOPLE_NOUNS:
             strength *= 0.5  # "German tourists in Mallorca": where they are beats who they are
         # People: "Queen Victoria", "Sydney Sweeney", "Jordan Peterson"; car models: "Hyundai Tucson".
@@ -198,13 +219,25 @@ class MentionRules:
             "code",
         ):
             return None
-        if prev in BRANDS or key in BRANDS:
+        # A make before its model ("Hyundai Tucson"), or a make that is also a town ("Lincoln",
+        # "Dodge"): not where the name is a state or country ("Lincoln Nebraska"), or the make is
+        # the town, after a preposition or before its state ("house in Lincoln, Nebraska").
+        sep_before = caption[tokens[i - 1].end : first.start] if i > 0 else ""
+        if prev in BRANDS and sep_before == " " and top_kind not in CONTAINERS:
+            return None
+        if (
+            key in BRANDS
+            and prev not in PREPOSITIONS
+            and nxt_key not in PLACE_NOUNS  # "Lincoln Cathedral"
+            and not (nxt is not None and self._contains(nxt_key))
+        ):
             return None
         sep_after = caption[tokens[j - 1].end : nxt.start] if nxt else ""
         if (
             j - i == 1
-            and key in self.given
+            and (key in self.given or (capital and self._person_first_name(key, first.text)))
             and nxt is not None
+            and not self._contains(nxt_key)
             and sep_after == " "
             and nxt.text[:1].isupper()
             and not nxt.text.isupper()
@@ -213,7 +246,9 @@ class MentionRules:
         ):
             return None
 
-        # "Kawhi Leonard": a capitalised non-word before a single-word town is a first name.
+        # "Kawhi Leonard": a capitalised non-word before a single-word town is a first name; so
+        # is a census first name that is no word and no big place ("Isabel Paterson": Isabel is
+        # also a small town).
         if (
             top_kind == "city"
             and j - i == 1
@@ -223,7 +258,7 @@ class MentionRules:
             and caption[tokens[i - 1].end : first.start] == " "
             and tokens[i - 1].text[:1].isupper()
             and not is_word(self.words, prev)
-            and prev not in self.gaz.first_tokens
+            and (prev not in self.gaz.first_tokens or self._person_first_name(prev, tokens[i - 1].text))
         ):
             return None
         # A national mention is no word: "Chad flag", "Turkey flag towel".

@@ -1,4 +1,4 @@
-"""Word sets the ``offline`` method loads once: false friends and given names (``data/``), the
+"""Word sets the ``offline`` method loads once: false friends, given names and first names (``data/``), the
 English dictionary (``english-words``) and English word frequencies (``wordfreq``).
 
 The dictionary and the frequencies are kept in the user cache beside the gazetteer
@@ -25,6 +25,13 @@ def _lines(name: str) -> tuple[str, ...]:
     except FileNotFoundError:
         return ()
     return tuple(s for line in text.splitlines() if (s := line.split("#", 1)[0].strip()))
+
+
+@functools.cache
+def _first_names() -> frozenset[str]:
+    """US Census 1990 first names (``first_names.txt``, folded): a capitalised one before a surname
+    is a person's name ("Isabel Paterson")."""
+    return frozenset(fold(line.split()[0]) for line in _lines("first_names.txt"))
 
 
 @functools.cache
