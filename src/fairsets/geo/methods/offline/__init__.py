@@ -15,8 +15,9 @@ on one core, see ``docs/geo-offline.md``):
    (Nice, Reading, Sale, Split, Mobile, Victoria, Jordan…) need evidence: a capital letter in a
    sentence-case caption, a preposition before (in, at, near, from, visit…), a place noun
    after (beach, hotel, airport…), or another mention of the same country next to them
-   ("Reading, Berkshire"). Given names followed by a surname-like word ("Sydney Sweeney") and
-   names after a title ("Queen Victoria") are people. Demonyms followed by style/food words
+   ("Reading, Berkshire"). Given names followed by a surname-like word ("Sydney Sweeney"), a
+   town after a census first name ("Isabel Paterson"; ``data/first_names.txt``) and names after a
+   title ("Queen Victoria") are people. Demonyms followed by style/food words
    ("Italian style", "Mexican recipe") are not places.
    Address evidence (:mod:`~fairsets.geo.methods.offline.evidence`): full Canadian and UK postal
    codes, a US ZIP or Australian postcode after a state code, abbreviations two countries share
@@ -27,7 +28,10 @@ on one core, see ``docs/geo-offline.md``):
    proportion to population × a mild prior for the countries English web captions talk about
    most; mentions that support the same country reinforce each other, so "Paris, Texas" →
    USA, "Cambridge, MA" → USA, "Victoria, BC" → CAN, "Perth, Scotland" → GBR, "Tbilisi,
-   Georgia" → GEO.
+   Georgia" → GEO. Neighbours (:mod:`~fairsets.geo.methods.offline.neighbours`): "town, county"
+   and "town, city" are one place only in a country where they can be (a container there, or
+   cities sharing a GeoNames ``admin1``: "Windsor, Melbourne" → AUS, "Yardley, Birmingham" →
+   GBR); a town known only abroad before a county takes the county's country.
 6. **Organisations and brands.** Teams, universities, stadiums and national institutions of one
    country (``data/organisations.csv``) are mentions of that country; brand and product-line
    phrases (``data/brands.txt``: "kia sorento", "hampton bay") are masked like false friends.

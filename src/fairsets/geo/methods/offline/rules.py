@@ -13,7 +13,6 @@ on top of it is in :mod:`~fairsets.geo.methods.offline.method` and
 
 from __future__ import annotations
 
-import itertools
 import math
 
 from ...gazetteer import Gazetteer, Place, Token, gazetteer, name_key, tokenize
@@ -41,6 +40,7 @@ from .lexicon import (
     WEAK,
 )
 from .mentions import Mention, case_mode, is_word
+from .neighbours import real_places_first, same_division, settle_neighbours
 from .organisations import find_organisations
 from .scorer import COMMERCIAL
 from .wordsets import _english_words, _false_friends, _first_names, _given_names, _zipf
@@ -408,56 +408,10 @@ class MentionRules:
                 m = self._admin_code(tokens, caption, i, i in ends)
                 if m is not None:
                     mentions.append(m)
-        mentions = _real_places_first(mentions)
+        mentions = real_places_first(mentions)
         mentions.sort(key=lambda m: m.start)
-        for a, b in itertools.pairwise(mentions):
-            sep = caption[tokens[a.end - 1].end : tokens[b.start].start]
-            if b.start == a.end and sep.strip() in ("", ",", "-", "|", "(", "/"):
-                if sep.strip():
-                    a.listed = b.listed = True
-                # "Paris, Texas", "Athens, Georgia", "Perth, Scotland": read both names as
-                # the country they share, when they share one.
-                # (in a fixed order: the same float sums in every process)
-                shared = sorted(set(a.weights) & set(b.weights))
-                b_kind = b.note.split(":", 1)[0]
-                container = b_kind in CONTAINERS and not a.note.endswith(":weak")
-                if container and b.note != b_kind:
-                    # A container that is also a word ("Canterbury, Kent": Kent is a US town too)
-                    # contains only where it is a container: the county.
-                    held = {p.iso3 for p in b.places if p.kind in CONTAINERS}
-                    shared = sorted(set(a.weights) & held)
-                elif container:
-                    # In a country where the container is only a city, the town must be in that
-                    # city's state or province: not "Yardley, Birmingham" read as two US places.
-                    shared = [c for c in shared if _same_division(a, b, c)]
-                if container and shared and (len(a.weights) > 1 or len(b.weights) > 1):
-                    for m in (a, b):
-                        total = sum(m.weights[c] for c in shared) or 1.0
-                        m.weights = {c: m.weights[c] / total for c in shared}
-                elif container and not shared and sep.strip() == "," and a.note.split(":", 1)[0] in LOCAL:
-                    # "Kingston, Surrey": a town the gazetteer knows only abroad, then a county,
-                    # state or country: the town is a locality there that the data lacks.
-                    held = {p.iso3 for p in b.places if p.kind in CONTAINERS}
-                    if len(held) == 1:
-                        a.weights = {held.pop(): 1.0}
-                elif sep.strip() == "," and self._anchors(a, b):
-                    # "Windsor, Melbourne", "Moseley, Birmingham": a town, then the city it is in.
-                    top = max(b.weights, key=lambda c: (b.weights[c], c))
-                    a.weights = {top: 1.0}
+        settle_neighbours(caption, tokens, mentions)
         return mentions
-
-    @staticmethod
-    def _anchors(a: Mention, b: Mention) -> bool:
-        """Does city ``b`` settle the country of the town ``a`` before it ("Windsor, Melbourne")?
-
-        ``b`` is a city mostly of one country, ``a`` a town (no city of a million: "Paris, London"
-        is a list) with a namesake in that country among others.
-        """
-        if b.note != "city" or a.note.split(":", 1)[0] != "city" or len(a.weights) < 2:
-            return False
-        top = max(b.weights, key=lambda c: (b.weights[c], c))
-        big = max((p.population for p in a.places if p.kind == "city"), default=0)
-        return b.weights[top] >= 0.8 and top in a.weights and big < 1_000_000 and _same_division(a, b, top)
 
     def _score(self, caption: str) -> tuple[dict[str, float], list[Mention]]:
         """The rules' country scores (before the learned scorer) and the mentions."""
@@ -485,7 +439,7 @@ class MentionRules:
                 for c, w in o.weights.items():
                     # neighbours lend more only where they can be one place: "Kingston, Surrey"
                     # is not a Canadian pair (an Ontario town and a British Columbia city)
-                    f = factor if factor == 1.0 or _same_division(first, second, c) else 1.0
+                    f = factor if factor == 1.0 or same_division(first, second, c) else 1.0
                     support[c] = support.get(c, 0.0) + o.strength * w * f
             strength = m.strength
             if m.note.endswith(":weak") and any(support.get(c, 0) >= 1.0 for c in m.weights):
@@ -499,50 +453,3 @@ class MentionRules:
             for c, v in dist.items():
                 scores[c] = scores.get(c, 0.0) + strength * v
         return scores, dists
-
-
-#: Kinds of a name that can be a locality inside a larger place ("town, county").
-LOCAL = frozenset({"city", "place", "region"})
-
-
-def _same_division(a: Mention, b: Mention, iso3: str) -> bool:
-    """Can town ``a`` lie in ``b`` ("town, larger place") in country ``iso3``?
-
-    Yes where ``b`` is a container there (a state, a county, the country) or where either name's
-    cities there carry no division; otherwise only when a city named ``a`` and a city named ``b``
-    share a first-level division (GeoNames ``admin1``): "Windsor, Melbourne" (both in Victoria)
-    but not Cardiff in New South Wales with a Riverside in Tasmania.
-    """
-    if any(p.iso3 == iso3 and p.kind in CONTAINERS for p in b.places):
-        return True
-    in_a = {d for p in a.places if p.iso3 == iso3 and p.kind == "city" for d in p.admin1}
-    in_b = {d for p in b.places if p.iso3 == iso3 and p.kind == "city" for d in p.admin1}
-    return not in_a or not in_b or not in_a.isdisjoint(in_b)
-
-
-def _real_places_first(mentions: list[Mention]) -> list[Mention]:
-    """Without the common words that a real place in the caption outranks.
-
-    A common word read weakly as a place ("best", "buy", "wedding") never competes with a name that
-    is a place on its own evidence, and no common word competes with a country named outright; it
-    stays only where it names the same country (the "Reading" of "Reading, Berkshire", the "Nice"
-    of "Nice, France").
-    """
-    real = [m for m in mentions if not m.ctx.get("common") and not m.note.endswith(":weak")]
-    if not real or len(real) == len(mentions):
-        return mentions
-    countries = {c for m in real for c in m.weights}
-    # A country named outright outranks even a common word with evidence: "yacht moored at Casino
-    # Square in Monaco harbour" (Casino is a town in Australia).
-    named = {
-        c for m in real if m.note in ("country", "alias", "code") for c, w in m.weights.items() if w >= 0.5
-    }
-    return [
-        m
-        for m in mentions
-        if not m.ctx.get("common")
-        or (
-            (not m.note.endswith(":weak") or not countries.isdisjoint(m.weights))
-            and (not named or not named.isdisjoint(m.weights))
-        )
-    ]
