@@ -108,6 +108,7 @@ MENTION_FEATURES: tuple[str, ...] = (
     "common_word",
     "dictionary_word",
     "zipf",
+    "zipf_name",
     "given_name",
     "log_population",
     "small_town",
@@ -329,7 +330,10 @@ def mention_features(
     nxt = tokens[m.end] if m.end < n else None
     pop = max((p.population for p in m.places if p.kind == "city"), default=0)
     single = m.end - m.start == 1
+    # How often the name is written: for a dictionary word ("Nice", "Reading") a sign of the word,
+    # for any other name ("Iran", "Illinois") a sign of a well-known place: two features.
     key_zipf = zipf(m.key) if (zipf is not None and single) else 0.0
+    word = bool(ctx.get("is_word", 0.0))
     support = 0.0
     adjacent = 0.0
     for j, o in enumerate(mentions):
@@ -347,7 +351,8 @@ def mention_features(
         float(m.note.endswith(":weak")),
         ctx.get("common", 0.0),
         ctx.get("is_word", 0.0),
-        key_zipf,
+        key_zipf if word else 0.0,
+        0.0 if word else key_zipf,
         ctx.get("given", 0.0),
         math.log10(pop) if pop > 0 else 0.0,
         float(kind == "city" and 0 < pop < 20_000),
