@@ -315,6 +315,12 @@ def test_cli_threshold_from_errors_are_one_line(scored, labelled, val_file, caps
     assert_one_line_error(code, err, "--min-confidence")
     code, _, err = run_cli([*base, "-m", "string", "--threshold-from", val_file], capsys)
     assert_one_line_error(code, err, "give no confidence")
+    code, _, err = run_cli([*base, "-m", "nosuch", "--threshold-from", val_file], capsys)
+    assert_one_line_error(code, err, "unknown geo method")
+    code, _, err = run_cli(
+        [*base, "-m", scored, "-O", "min_confidence=0.9", "--threshold-from", val_file], capsys
+    )
+    assert_one_line_error(code, err, "-O min_confidence")
     code, _, err = run_cli(
         [*base, "-m", scored, "--threshold-from", val_file, "--threshold-rule", "x"], capsys
     )

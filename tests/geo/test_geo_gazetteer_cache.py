@@ -36,6 +36,9 @@ def test_built_once_then_loaded(fresh):
     assert loaded is not built
     _same(loaded, built)
     assert loaded.lookup("paris") == built.lookup("paris") and loaded.lookup("paris")[0].iso3 == "FRA"
+    # the first-level divisions of every namesake survive the cache (a tuple: places stay hashable)
+    (us,) = [p for p in loaded.lookup("springfield") if p.iso3 == "USA" and p.kind == "city"]
+    assert isinstance(us.admin1, tuple) and {"IL", "MA", "MO"} <= set(us.admin1) and hash(us)
     assert loaded.build_seconds < built.build_seconds
 
 

@@ -137,6 +137,13 @@ def register(app: typer.Typer) -> None:
         from fairsets.geo.profile import ProfileError
 
         names = list(dict.fromkeys(method or ["offline"]))
+        from fairsets.geo.methods import GEO_METHODS
+
+        for n in names:  # an unknown name is that, before any question of its options
+            try:
+                GEO_METHODS.get(n)
+            except KeyError as exc:
+                die(exc.args[0] if exc.args else exc)
         if not 0.0 < target_precision <= 1.0:
             die(f"--target-precision must be in (0, 1], not {target_precision}")
         check_min_confidence(
@@ -149,8 +156,13 @@ def register(app: typer.Typer) -> None:
         if threshold_rule not in THRESHOLD_RULES:
             die(f"--threshold-rule must be {' or '.join(THRESHOLD_RULES)}, not {threshold_rule!r}")
         if threshold_from is not None:
-            if min_confidence is not None:
-                die("--threshold-from chooses the threshold: drop --min-confidence (or --threshold-from)")
+            if min_confidence is not None or any(
+                o.split("=", 1)[0].strip() == "min_confidence" for o in option or []
+            ):
+                die(
+                    "--threshold-from chooses the threshold: drop --min-confidence and "
+                    "-O min_confidence (or --threshold-from)"
+                )
             if not any(_takes(n, "min_confidence") for n in names):
                 die(
                     f"--threshold-from: {', '.join(names)} give no confidence; use -m offline or "

@@ -16,7 +16,7 @@ on one core, see ``docs/geo-offline.md``):
    sentence-case caption, a preposition before (in, at, near, from, visit…), a place noun
    after (beach, hotel, airport…), or another mention of the same country next to them
    ("Reading, Berkshire"). Given names followed by a surname-like word ("Sydney Sweeney"), a
-   town after a census first name ("Isabel Paterson"; ``data/first_names.txt``) and names after a
+   town after a census first name ("Frederic Warburg"; ``data/first_names.txt``) and names after a
    title ("Queen Victoria") are people. Demonyms followed by style/food words
    ("Italian style", "Mexican recipe") are not places.
    Address evidence (:mod:`~fairsets.geo.methods.offline.evidence`): full Canadian and UK postal

@@ -183,9 +183,9 @@ STYLE_WORDS = frozenset(
         "numerals",
     ]
 )
-STYLE_WORDS |= frozenset(
+# Right after a demonym, a language, not a place: "the French name", "British English".
+LANGUAGE_WORDS = frozenset(
     [
-        # a language, not a place: "the French name", "British English", "Greek terms"
         "name",
         "names",
         "term",
@@ -198,6 +198,10 @@ STYLE_WORDS |= frozenset(
         "dialects",
         "accent",
         "transliteration",
+    ]
+)
+STYLE_WORDS |= frozenset(
+    [
         "curry",
         "curries",
         "noodles",

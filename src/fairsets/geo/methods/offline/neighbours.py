@@ -16,12 +16,12 @@ from ...gazetteer import Token
 from .lexicon import CONTAINERS
 from .mentions import Mention
 
-__all__ = ["LOCAL", "anchors", "real_places_first", "same_division", "settle_neighbours"]
+__all__ = ["LOCAL", "SUBNATIONAL", "anchors", "real_places_first", "same_division", "settle_neighbours"]
 
 
 def settle_neighbours(caption: str, tokens: list[Token], mentions: list[Mention]) -> None:
     """Adjust the weights of adjacent mentions (sorted by position) in place."""
-    for a, b in itertools.pairwise(mentions):
+    for k, (a, b) in enumerate(itertools.pairwise(mentions)):
         sep = caption[tokens[a.end - 1].end : tokens[b.start].start]
         if b.start == a.end and sep.strip() in ("", ",", "-", "|", "(", "/"):
             if sep.strip():
@@ -45,12 +45,14 @@ def settle_neighbours(caption: str, tokens: list[Token], mentions: list[Mention]
                 for m in (a, b):
                     total = sum(m.weights[c] for c in shared) or 1.0
                     m.weights = {c: m.weights[c] / total for c in shared}
-            elif container and not shared and sep.strip() == "," and a.note.split(":", 1)[0] in LOCAL:
-                # "Kingston, Surrey": a town the gazetteer knows only abroad, then a county,
-                # state or country: the town is a locality there that the data lacks.
-                held = {p.iso3 for p in b.places if p.kind in CONTAINERS}
-                if len(held) == 1:
-                    a.weights = {held.pop(): 1.0}
+            elif container and not shared and sep.strip() == "," and _unknown_locality(a, b):
+                if not _listed_after(caption, tokens, mentions, k + 1):
+                    # "Kingston, Surrey": a town the gazetteer knows only abroad, then a county or
+                    # state: the town is a locality there that the data lacks. Not a list of
+                    # places ("London, Bavaria and Tuscany").
+                    held = {p.iso3 for p in b.places if p.kind in SUBNATIONAL}
+                    if len(held) == 1:
+                        a.weights = {held.pop(): 1.0}
             elif sep.strip() == "," and anchors(a, b):
                 # "Windsor, Melbourne", "Moseley, Birmingham": a town, then the city it is in.
                 top = max(b.weights, key=lambda c: (b.weights[c], c))
@@ -72,6 +74,40 @@ def anchors(a: Mention, b: Mention) -> bool:
 
 #: Kinds of a name that can be a locality inside a larger place ("town, county").
 LOCAL = frozenset({"city", "place", "region"})
+#: Containers below a country: a county, a state, a state's code.
+SUBNATIONAL = frozenset({"region", "admin_code"})
+
+
+def _unknown_locality(a: Mention, b: Mention) -> bool:
+    """Is ``a`` a name the gazetteer knows only abroad that may be a locality of container ``b``?
+
+    ``a`` can be a locality (a town, a place, a region) and is no famous place in its own right: no
+    city of a million (London, Rome, Barcelona), nor a city of 250,000 in the one country that holds
+    over 90 % of its readings (Lisbon is Lisbon; Kingston is shared by Jamaica, Ontario and many
+    towns); ``b`` is a county or state (below a country) of one country.
+    """
+    if a.note.split(":", 1)[0] not in LOCAL:
+        return False
+    cities = [p for p in a.places if p.kind == "city"]
+    if max((p.population for p in cities), default=0) >= 1_000_000:
+        return False
+    top = max(a.weights, key=lambda c: (a.weights[c], c), default=None)
+    if (
+        top is not None
+        and a.weights[top] > 0.9
+        and max((p.population for p in cities if p.iso3 == top), default=0) >= 250_000
+    ):
+        return False
+    return len({p.iso3 for p in b.places if p.kind in SUBNATIONAL}) == 1
+
+
+def _listed_after(caption: str, tokens: list[Token], mentions: list[Mention], k: int) -> bool:
+    """Is mention ``k`` followed by another place in a list ("Bavaria and Tuscany", "Bavaria, Tyrol")?"""
+    if k + 1 >= len(mentions):
+        return False
+    b, c = mentions[k], mentions[k + 1]
+    between = caption[tokens[b.end - 1].end : tokens[c.start].start].strip().lower()
+    return between in (",", "and", "&", "or", "/", ", and", "&amp;")
 
 
 def same_division(a: Mention, b: Mention, iso3: str) -> bool:

@@ -26,6 +26,7 @@ from .lexicon import (
     DEMONYM_BLOCKERS,
     FLAG_WORDS,
     KIND_STRENGTH,
+    LANGUAGE_WORDS,
     MONTHS,
     NATIONAL_KINDS,
     PEOPLE_NOUNS,
@@ -71,13 +72,13 @@ class MentionRules:
 
     def _person_first_name(self, key: str, text: str) -> bool:
         """Is this word a first name before a surname rather than a place: a census first name,
-        written "Isabel" (not ISABEL), that is no dictionary word and names no country or city of
-        100,000 (a province may share it: Isabel in the Solomon Islands)? "Florence Nightingale"
-        is not read as a person's name: Florence is a city."""
+        written "Frederic" (not FREDERIC), that is no dictionary word and names no country, state,
+        province or county ("Florida Miami", "Devon Exeter") and no city of 100,000 ("Florence
+        Nightingale" is not read as a person's name: Florence is a city)?"""
         if key not in self.first_names or text.isupper() or is_word(self.words, key):
             return False
         return not any(
-            p.kind in ("country", "alias", "code") or p.kind in NATIONAL_KINDS or p.population >= 100_000
+            p.kind in CONTAINERS or p.kind in NATIONAL_KINDS or p.population >= 100_000
             for p in self.gaz.lookup(key)
         )
 
@@ -204,6 +205,10 @@ class MentionRules:
             nxt_key in ("style", "styled", "inspired", "themed")
         ):
             return None
+        # A language: "the French name", "British English" (the next word only: "Welsh village
+        # name sign" is a Welsh village).
+        if demonym and nxt_key in LANGUAGE_WORDS:
+            return None
         # A gloss in another language: "(Russian: Первый день)", "Spanish: La Casa".
         if demonym and caption[tokens[j - 1].end : tokens[j - 1].end + 1] == ":":
             return None
@@ -225,12 +230,7 @@ class MentionRules:
         sep_before = caption[tokens[i - 1].end : first.start] if i > 0 else ""
         if prev in BRANDS and sep_before == " " and top_kind not in CONTAINERS:
             return None
-        if (
-            key in BRANDS
-            and prev not in PREPOSITIONS
-            and nxt_key not in PLACE_NOUNS  # "Lincoln Cathedral"
-            and not (nxt is not None and self._contains(nxt_key))
-        ):
+        if key in BRANDS and prev not in PREPOSITIONS and not (nxt is not None and self._contains(nxt_key)):
             return None
         sep_after = caption[tokens[j - 1].end : nxt.start] if nxt else ""
         if (
@@ -247,8 +247,9 @@ class MentionRules:
             return None
 
         # "Kawhi Leonard": a capitalised non-word before a single-word town is a first name; so
-        # is a census first name that is no word and no big place ("Isabel Paterson": Isabel is
-        # also a small town).
+        # is a given name that is also a place, or a census first name that is no word and no big
+        # place, before a town under 100,000 ("Savannah Guthrie", "Frederic Warburg"; not
+        # "Florida Miami").
         if (
             top_kind == "city"
             and j - i == 1
@@ -258,7 +259,16 @@ class MentionRules:
             and caption[tokens[i - 1].end : first.start] == " "
             and tokens[i - 1].text[:1].isupper()
             and not is_word(self.words, prev)
-            and (prev not in self.gaz.first_tokens or self._person_first_name(prev, tokens[i - 1].text))
+            and (
+                prev not in self.gaz.first_tokens
+                or (
+                    (
+                        (prev in self.given and not self._contains(prev))  # not "Devon Torquay"
+                        or self._person_first_name(prev, tokens[i - 1].text)
+                    )
+                    and max(p.population for p in places if p.kind == "city") < 100_000
+                )
+            )
         ):
             return None
         # A national mention is no word: "Chad flag", "Turkey flag towel".

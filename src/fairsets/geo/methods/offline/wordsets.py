@@ -30,7 +30,7 @@ def _lines(name: str) -> tuple[str, ...]:
 @functools.cache
 def _first_names() -> frozenset[str]:
     """US Census 1990 first names (``first_names.txt``, folded): a capitalised one before a surname
-    is a person's name ("Isabel Paterson")."""
+    is a person's name ("Frederic Warburg")."""
     return frozenset(fold(line.split()[0]) for line in _lines("first_names.txt"))
 
 
