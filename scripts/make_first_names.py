@@ -23,27 +23,41 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src" / "fairsets" / "geo" / "data" / "first_names.txt"
 FILES = ("dist.male.first", "dist.female.first")
+MAX_BYTES = 1 << 20  # the census files are about 40 kB each
+
+
+def _die(message: str) -> None:
+    """One line on stderr and exit status 2, as every fairsets command fails."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
 
 
 def read_lists(source: Path) -> dict[str, str]:
     """The two census files' text, from the sdist (``.tar.gz``) or a folder holding them."""
     texts: dict[str, str] = {}
-    if source.is_file():
-        with tarfile.open(source, "r:gz") as tar:
-            for member in tar.getmembers():
-                name = member.name.rsplit("/", 1)[-1]
-                if name in FILES and member.isfile():
-                    fh = tar.extractfile(member)
-                    if fh is not None:
-                        texts[name] = fh.read().decode("ascii")
-    else:
-        for name in FILES:
-            hits = sorted(source.rglob(name))
-            if hits:
-                texts[name] = hits[0].read_text(encoding="ascii")
+    try:
+        if source.is_file():
+            with tarfile.open(source, "r:gz") as tar:
+                for member in tar.getmembers():
+                    name = member.name.rsplit("/", 1)[-1]
+                    if name in FILES and member.isfile() and name not in texts:
+                        if member.size > MAX_BYTES:
+                            _die(
+                                f"error: {source}: {member.name} is {member.size} bytes; not the census file"
+                            )
+                        fh = tar.extractfile(member)
+                        if fh is not None:
+                            texts[name] = fh.read().decode("ascii")
+        else:
+            for name in FILES:
+                hits = sorted(p for p in source.rglob(name) if p.is_file() and not p.is_symlink())
+                if hits:
+                    texts[name] = hits[0].read_text(encoding="ascii")
+    except (OSError, tarfile.TarError, UnicodeDecodeError) as exc:
+        _die(f"error: {source}: cannot read the census files ({exc}); give the names 0.3.0 sdist")
     missing = [f for f in FILES if f not in texts]
     if missing:
-        sys.exit(f"error: {source}: no {', '.join(missing)} (give the names 0.3.0 sdist or its folder)")
+        _die(f"error: {source}: no {', '.join(missing)} (give the names 0.3.0 sdist or its folder)")
     return texts
 
 
@@ -54,7 +68,13 @@ def merge(texts: dict[str, str]) -> list[tuple[str, float]]:
             parts = line.split()
             if len(parts) != 4:
                 continue
-            name, pct = parts[0].lower(), float(parts[1])
+            try:
+                pct = float(parts[1])
+            except ValueError:
+                _die(f"error: a census line with no share: {line.strip()[:60]!r}")
+            if not 0.0 <= pct <= 100.0 or not parts[0].isalpha():
+                _die(f"error: a census line out of range: {line.strip()[:60]!r}")
+            name = parts[0].lower()
             share[name] = max(share.get(name, 0.0), pct)
     return sorted(share.items(), key=lambda kv: (-kv[1], kv[0]))
 

@@ -21,7 +21,8 @@ text by Wikipedia contributors, CC BY-SA). Three files are written, all determin
   (topped up from the other sentences only if the preferred ones are too few).
 
 All three carry the article title for provenance and an empty ``country`` column, to be labelled by
-reading. The script uses no fairsets code.
+reading. The script uses no fairsets code. The committed files were made with mwparserfromhell
+0.7.2 (``pip install mwparserfromhell==0.7.2``); another version may render a caption differently.
 
     pip download --no-deps gensim==4.4.0 -d /tmp/gensim-wheel
     python scripts/make_geo_wiki_sets.py /tmp/gensim-wheel/gensim-4.4.0-*.whl --out /tmp/wiki
@@ -344,13 +345,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("source", type=Path, help="the gensim 4.4.0 wheel, or the dump (.bz2 or .xml)")
     parser.add_argument("--out", type=Path, default=Path("."), help="folder for the three candidate files")
     args = parser.parse_args(argv)
-    pages = articles(read_dump(args.source))
-    args.out.mkdir(parents=True, exist_ok=True)
-    caps, sents = caption_rows(pages), sentence_rows(pages)
-    dev = dev_rows(pages, caps + sents)
-    write(args.out / "geo-wiki-captions.candidates.csv", caps)
-    write(args.out / "geo-wiki-sentences.candidates.csv", sents)
-    write(args.out / "geo-wiki-dev.candidates.csv", dev)
+    try:
+        pages = articles(read_dump(args.source))
+        args.out.mkdir(parents=True, exist_ok=True)
+        caps, sents = caption_rows(pages), sentence_rows(pages)
+        dev = dev_rows(pages, caps + sents)
+        write(args.out / "geo-wiki-captions.candidates.csv", caps)
+        write(args.out / "geo-wiki-sentences.candidates.csv", sents)
+        write(args.out / "geo-wiki-dev.candidates.csv", dev)
+    except (OSError, KeyError, StopIteration, ValueError, EOFError, ET.ParseError, zipfile.BadZipFile) as exc:
+        print(
+            f"error: {args.source}: not the gensim 4.4.0 wheel or its Wikipedia dump "
+            f"({type(exc).__name__}: {exc}); give the wheel from 'pip download --no-deps gensim==4.4.0'",
+            file=sys.stderr,
+        )
+        return 2
     print(
         f"{len(pages)} articles: {len(caps)} captions, {len(sents)} sentences, "
         f"{len(dev)} development sentences -> {args.out}"
