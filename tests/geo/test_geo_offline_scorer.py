@@ -164,3 +164,25 @@ def test_the_shipped_scorer_is_the_one_the_training_script_builds(tmp_path: Path
         assert hashlib.sha256(p.read_bytes()).hexdigest() == sources[p.name]["sha256"], (
             f"{p.name} changed since the scorer was trained: run scripts/train_geo_scorer.py"
         )
+    # the default threshold was chosen on val (never trained on), and val is unchanged since
+    point = shipped.provenance["operating_point"]
+    val = ROOT / "benchmarks" / "data" / "geo-val.csv"
+    assert point["file"] == "geo-val.csv" and point["rule"] == "best F1"
+    assert hashlib.sha256(val.read_bytes()).hexdigest() == point["sha256"]
+    assert shipped.min_confidence == pytest.approx(point["threshold"], abs=1e-4)
+
+
+def test_the_shipped_threshold_is_the_best_f1_on_val() -> None:
+    """Recomputed here from the method's own scores on val: no other threshold has a higher F1."""
+    from fairsets.geo.evaluate import evaluate, load_labelled
+    from fairsets.geo.methods import get_method
+
+    m = get_method("offline")
+    captions, gold = load_labelled(ROOT / "benchmarks" / "data" / "geo-val.csv")
+    preds = m.predict_detailed(captions)
+
+    def f1_at(t: float) -> float:
+        return evaluate(gold, [p.candidate if p.score >= t else None for p in preds], bootstrap=0)["f1"]
+
+    here = f1_at(m.min_confidence)
+    assert all(f1_at(p.score) <= here + 1e-12 for p in preds if p.candidate is not None)
