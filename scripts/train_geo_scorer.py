@@ -2,7 +2,7 @@
 
 The scorer (``fairsets.geo.methods.offline.scorer``) decides whether each candidate mention is a
 place and how sure a caption's answer is. It is learned from the labelled development and training
-captions in ``benchmarks/data`` (``geo-dev.csv``, ``geo-wiki-dev.csv`` and ``geo-train-*.csv``);
+captions in ``benchmarks/data`` (``geo-dev.csv``, ``geo-wiki-dev.csv`` and ``geo-train-a/b/c.csv``);
 ``geo-val.csv``, ``geo-heldout.csv`` and the two Wikipedia evaluation sets are never trained
 on, so ``bench_geo.py`` and ``fairsets geo evaluate`` on them measure captions the scorer has not
 seen. Deterministic: the same files give the same JSON.
@@ -34,17 +34,22 @@ SHIPPED = ROOT / "src" / "fairsets" / "geo" / "data" / "offline_scorer.json"
 EVALUATION = ("geo-val.csv", "geo-heldout.csv", "geo-wiki-captions.csv", "geo-wiki-sentences.csv")
 
 
-def default_training_sets() -> list[Path]:
-    """The labelled files the shipped scorer is trained on: the development sets (LAION-style
-    ``geo-dev.csv`` and real Wikipedia sentences ``geo-wiki-dev.csv``) and ``geo-train-*.csv``;
-    never an evaluation set.
+#: The training files of the shipped scorer, by name (a new file joins by a measured decision).
+TRAINING = ("geo-dev.csv", "geo-wiki-dev.csv", "geo-train-a.csv", "geo-train-b.csv", "geo-train-c.csv")
 
+
+def default_training_sets() -> list[Path]:
+    """The labelled files the shipped scorer is trained on (:data:`TRAINING`); never an evaluation
+    set.
+
+    Chosen by a rule fixed before measuring: the highest mean of val F1 and accuracy on the located
+    sentences of ``geo-wiki-dev.csv`` (5-fold out of fold when trained on), among the choices with
+    which every geo behaviour test passes. This set: val F1 0.952, accuracy 0.694 (mean 0.823).
+    Adding ``geo-train-d.csv``: 0.952, 0.676 (0.814). Adding it and leaving out ``geo-wiki-dev.csv``:
+    0.945, 0.815 (0.880), but "Paris apartment with a balcony" and 15 more behaviour tests fail.
     Without ``geo-wiki-dev.csv`` the scorer learns from ``geo-train-c.csv`` (obscure sampled towns
-    beside listing words, famous names used as product words) that a well-known name is no place,
-    and turns down "Paris apartment with a balcony"; the real sentences, which name famous places,
-    keep it from that (at a cost: accuracy on located sentences, 5-fold out of fold, 0.704 with
-    them against 0.843 without)."""
-    return [DATA / "geo-dev.csv", DATA / "geo-wiki-dev.csv", *sorted(DATA.glob("geo-train-*.csv"))]
+    beside listing words, famous names used as product words) that a well-known name is no place."""
+    return [DATA / name for name in TRAINING]
 
 
 def _threshold_from(scorer: Any, report: dict[str, Any], path: Path) -> tuple[Any, dict[str, Any]]:
@@ -105,10 +110,7 @@ def main() -> None:
     sets = args.labelled or default_training_sets()
     forbidden = [p for p in sets if p.name in EVALUATION]
     if forbidden:
-        sys.exit(
-            f"error: {forbidden[0].name} is an evaluation set; train on geo-dev.csv, geo-wiki-dev.csv "
-            "and geo-train-*.csv"
-        )
+        sys.exit(f"error: {forbidden[0].name} is an evaluation set; train on geo-dev.csv and geo-train-*.csv")
     scorer, report = train_scorer(sets, l2=args.l2, target_precision=args.target_precision)
     chooser = args.threshold_from or (None if args.labelled else DATA / "geo-val.csv")
     if chooser is not None:
