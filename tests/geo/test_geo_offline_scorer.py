@@ -25,11 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "data"
 
 
-@pytest.fixture(scope="module")
-def offline() -> OfflineMethod:
-    return OfflineMethod()
-
-
 def test_every_prediction_has_a_confidence_and_evidence(offline: OfflineMethod) -> None:
     preds = offline.predict_detailed(["Paris TX 75460 house for sale", "Open plan kitchen", ""])
     assert all(isinstance(p, Prediction) for p in preds)

@@ -18,11 +18,6 @@ CAPS = ["Hotel in Nice", "French fries", "", "Car on Rent in Vadodara with Drive
 EXPECTED = ["FRA", "", "", "IND", ""]
 
 
-@pytest.fixture(scope="module")
-def offline():
-    return get_method("offline")
-
-
 def test_cli_profile_text_file_keeps_every_line_in_order(tmp_path):
     src = tmp_path / "caps.txt"
     src.write_text("\n".join(CAPS) + "\n", encoding="utf-8")

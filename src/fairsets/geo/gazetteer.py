@@ -243,10 +243,10 @@ class Gazetteer:
             iso3 = iso2to3.get(c["countrycode"])
             if iso3 is None or pop < self.min_population:
                 continue
-            admin1 = str(c.get("admin1code") or "").strip()
-            admin1 = "" if admin1 == "00" else admin1  # 00: not assigned
             if name_key(c["name"]) in continents:
                 continue
+            admin1 = str(c.get("admin1code") or "").strip()
+            admin1 = "" if admin1 == "00" else admin1  # 00: not assigned
             place = Place(
                 iso3, "city", pop, c["name"], len(c.get("alternatenames") or ()), (admin1,) if admin1 else ()
             )
@@ -261,7 +261,7 @@ class Gazetteer:
         # alternate names hold nicknames and namesakes ("Victoria" is an alternate of Hong Kong).
         primary = set(self.entries)
         for alt, place in alternates:
-            if name_key(alt) not in primary and name_key(alt) not in continents:
+            if (key := name_key(alt)) not in primary and key not in continents:
                 self._add(alt, place)
 
     # -- lookup ---------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from fairsets._cli_util import die
 from fairsets.core.console import DataTable, say, show
 
 from .options import _METHOD_HELP, _OPTION_HELP, check_min_confidence, min_confidence_option
-from .profile import build_method
+from .profile import build_method, parse_options
 
 log = logging.getLogger(__name__)
 
@@ -156,9 +156,11 @@ def register(app: typer.Typer) -> None:
         if threshold_rule not in THRESHOLD_RULES:
             die(f"--threshold-rule must be {' or '.join(THRESHOLD_RULES)}, not {threshold_rule!r}")
         if threshold_from is not None:
-            if min_confidence is not None or any(
-                o.split("=", 1)[0].strip() == "min_confidence" for o in option or []
-            ):
+            try:
+                given = "min_confidence" in parse_options(option)
+            except ValueError as exc:
+                die(exc)
+            if min_confidence is not None or given:
                 die(
                     "--threshold-from chooses the threshold: drop --min-confidence and "
                     "-O min_confidence (or --threshold-from)"

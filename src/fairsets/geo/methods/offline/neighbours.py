@@ -22,9 +22,9 @@ __all__ = ["LOCAL", "SUBNATIONAL", "anchors", "real_places_first", "same_divisio
 def settle_neighbours(caption: str, tokens: list[Token], mentions: list[Mention]) -> None:
     """Adjust the weights of adjacent mentions (sorted by position) in place."""
     for k, (a, b) in enumerate(itertools.pairwise(mentions)):
-        sep = caption[tokens[a.end - 1].end : tokens[b.start].start]
-        if b.start == a.end and sep.strip() in ("", ",", "-", "|", "(", "/"):
-            if sep.strip():
+        sep = caption[tokens[a.end - 1].end : tokens[b.start].start].strip()
+        if b.start == a.end and sep in ("", ",", "-", "|", "(", "/"):
+            if sep:
                 a.listed = b.listed = True
             # "Paris, Texas", "Athens, Georgia", "Perth, Scotland": read both names as
             # the country they share, when they share one.
@@ -45,18 +45,16 @@ def settle_neighbours(caption: str, tokens: list[Token], mentions: list[Mention]
                 for m in (a, b):
                     total = sum(m.weights[c] for c in shared) or 1.0
                     m.weights = {c: m.weights[c] / total for c in shared}
-            elif container and not shared and sep.strip() == "," and _unknown_locality(a, b):
-                if not _listed_after(caption, tokens, mentions, k + 1):
-                    # "Kingston, Surrey": a town the gazetteer knows only abroad, then a county or
-                    # state: the town is a locality there that the data lacks. Not a list of
-                    # places ("London, Bavaria and Tuscany").
-                    held = {p.iso3 for p in b.places if p.kind in SUBNATIONAL}
-                    if len(held) == 1:
-                        a.weights = {held.pop(): 1.0}
-            elif sep.strip() == "," and anchors(a, b):
+            elif container and not shared and sep == ",":
+                # "Kingston, Surrey": a town the gazetteer knows only abroad, then a county or
+                # state: the town is a locality there that the data lacks. Not a list of places
+                # ("London, Bavaria and Tuscany").
+                there = _unknown_locality(a, b)
+                if there is not None and not _listed_after(caption, tokens, mentions, k + 1):
+                    a.weights = {there: 1.0}
+            elif sep == "," and anchors(a, b):
                 # "Windsor, Melbourne", "Moseley, Birmingham": a town, then the city it is in.
-                top = max(b.weights, key=lambda c: (b.weights[c], c))
-                a.weights = {top: 1.0}
+                a.weights = {_top(b.weights): 1.0}
 
 
 def anchors(a: Mention, b: Mention) -> bool:
@@ -67,7 +65,7 @@ def anchors(a: Mention, b: Mention) -> bool:
     """
     if b.note != "city" or a.note.split(":", 1)[0] != "city" or len(a.weights) < 2:
         return False
-    top = max(b.weights, key=lambda c: (b.weights[c], c))
+    top = _top(b.weights)
     big = max((p.population for p in a.places if p.kind == "city"), default=0)
     return b.weights[top] >= 0.8 and top in a.weights and big < 1_000_000 and same_division(a, b, top)
 
@@ -78,8 +76,14 @@ LOCAL = frozenset({"city", "place", "region"})
 SUBNATIONAL = frozenset({"region", "admin_code"})
 
 
-def _unknown_locality(a: Mention, b: Mention) -> bool:
-    """Is ``a`` a name the gazetteer knows only abroad that may be a locality of container ``b``?
+def _top(weights: dict[str, float]) -> str:
+    """The country with the largest weight (the later code on a tie, as everywhere in the rules)."""
+    return max(weights, key=lambda c: (weights[c], c))
+
+
+def _unknown_locality(a: Mention, b: Mention) -> str | None:
+    """The country of container ``b`` where ``a``, a name the gazetteer knows only abroad, may be a
+    locality; None where it may not.
 
     ``a`` can be a locality (a town, a place, a region) and is no famous place in its own right: no
     city of a million (London, Rome, Barcelona), nor a city of 250,000 in the one country that holds
@@ -87,18 +91,19 @@ def _unknown_locality(a: Mention, b: Mention) -> bool:
     towns); ``b`` is a county or state (below a country) of one country.
     """
     if a.note.split(":", 1)[0] not in LOCAL:
-        return False
+        return None
     cities = [p for p in a.places if p.kind == "city"]
     if max((p.population for p in cities), default=0) >= 1_000_000:
-        return False
-    top = max(a.weights, key=lambda c: (a.weights[c], c), default=None)
-    if (
-        top is not None
-        and a.weights[top] > 0.9
-        and max((p.population for p in cities if p.iso3 == top), default=0) >= 250_000
-    ):
-        return False
-    return len({p.iso3 for p in b.places if p.kind in SUBNATIONAL}) == 1
+        return None
+    if a.weights:
+        top = _top(a.weights)
+        if (
+            a.weights[top] > 0.9
+            and max((p.population for p in cities if p.iso3 == top), default=0) >= 250_000
+        ):
+            return None
+    held = {p.iso3 for p in b.places if p.kind in SUBNATIONAL}
+    return held.pop() if len(held) == 1 else None
 
 
 def _listed_after(caption: str, tokens: list[Token], mentions: list[Mention], k: int) -> bool:

@@ -77,10 +77,7 @@ class MentionRules:
         Nightingale" is not read as a person's name: Florence is a city)?"""
         if key not in self.first_names or text.isupper() or is_word(self.words, key):
             return False
-        return not any(
-            p.kind in CONTAINERS or p.kind in NATIONAL_KINDS or p.population >= 100_000
-            for p in self.gaz.lookup(key)
-        )
+        return not self._contains(key) and all(p.population < 100_000 for p in self.gaz.lookup(key))
 
     def _contains(self, key: str) -> bool:
         """Does the single word ``key`` name a country, a state or a nationality ("Florence Italy",
@@ -256,7 +253,7 @@ class MentionRules:
             and i > 0
             and capital
             and mode != "upper"
-            and caption[tokens[i - 1].end : first.start] == " "
+            and sep_before == " "
             and tokens[i - 1].text[:1].isupper()
             and not is_word(self.words, prev)
             and (

@@ -51,6 +51,7 @@ __all__ = [
     "fit_logistic",
     "load_scorer",
     "mention_features",
+    "national_floor",
     "place_probs",
     "scorer_from_file",
     "scorer_from_json",
@@ -394,15 +395,20 @@ def mention_features(
     return x
 
 
+def national_floor(probs: Sequence[float], mentions: Sequence[Mention]) -> list[float]:
+    """The mention model's place probabilities, raised to :data:`NATIONAL_PROB` for a national
+    mention (the rules' floor, at prediction and in training alike)."""
+    return [
+        max(p, NATIONAL_PROB) if m.ctx.get("national") else p for p, m in zip(probs, mentions, strict=True)
+    ]
+
+
 def place_probs(
     model: Logistic, mentions: Sequence[Mention], feats: Sequence[Sequence[float]]
 ) -> list[float]:
     """Each mention's place probability: the mention model's, at least :data:`NATIONAL_PROB` for a
     national mention."""
-    return [
-        max(model.prob(x), NATIONAL_PROB) if m.ctx.get("national") else model.prob(x)
-        for m, x in zip(mentions, feats, strict=True)
-    ]
+    return national_floor([model.prob(x) for x in feats], mentions)
 
 
 def caption_features(

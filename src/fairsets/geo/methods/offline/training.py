@@ -30,10 +30,10 @@ from .method import OfflineMethod
 from .scorer import (
     CAPTION_FEATURES,
     MENTION_FEATURES,
-    NATIONAL_PROB,
     Logistic,
     Scorer,
     fit_logistic,
+    national_floor,
 )
 
 __all__ = ["CaptionRows", "collect", "train_scorer"]
@@ -79,11 +79,7 @@ def _caption_rows(
 ) -> tuple[list[list[float]], list[int], list[str], list[int]]:
     xs, ys, best_of, owners = [], [], [], []
     for ci, idx, mentions, dists, scores, commercial in rows.captions:
-        # the rules' floor for national mentions, as at prediction (:func:`.scorer.place_probs`)
-        p = [
-            max(probs[i], NATIONAL_PROB) if m.ctx.get("national") else probs[i]
-            for i, m in zip(idx, mentions, strict=True)
-        ]
+        p = national_floor([probs[i] for i in idx], mentions)  # as at prediction
         best, _, feats = OfflineMethod._caption_view(mentions, p, dists, scores, commercial)
         xs.append(feats)
         ys.append(int(rows.gold[ci] == best))
