@@ -14,13 +14,14 @@ then precision/recall/F1 on each labelled set (the paper's Table 9 definitions).
 Target: ``offline`` ≥ 5,000 captions/s on one core (an LLM manages tens per second on a GPU).
 
 Then ``offline`` at an operating point **chosen on val** and applied unchanged to every set: the
-threshold with the best F1 on val's precision–recall curve (:func:`fairsets.geo.evaluate.pr_curve`,
-:func:`~fairsets.geo.evaluate.operating_points`; a caption counts as answered when its candidate's
-score reaches the threshold), with precision / recall / F1 per set, and the share of captions the
-cheap ``hybrid`` would send to the LLM (offline's confidence below ``llm_below`` = 0.8, the
-method's default; the LLM's own answers need a model server and are not scored here). With
-``--plot DIR`` the curves of every set go to ``DIR/geo-pr.png`` (a dot: the method's own operating
-point, its ``min_confidence``; a ring: the lowest threshold reaching the paper's precision).
+threshold with the best F1 on val's precision–recall curve
+(:func:`fairsets.geo.evaluate.choose_threshold`, as ``fairsets geo evaluate --threshold-from``
+chooses it; a caption counts as answered when its candidate's score reaches the threshold), with
+precision / recall / F1 per set, and the share of captions the cheap ``hybrid`` would send to the
+LLM (offline's confidence below ``llm_below`` = 0.8, the method's default; the LLM's own answers
+need a model server and are not scored here). With ``--plot DIR`` the curves of every set go to
+``DIR/geo-pr.png`` (a dot: the method's own operating point, its ``min_confidence``; a ring: the
+lowest threshold reaching the paper's precision).
 
     python benchmarks/bench_geo.py --captions 20000 --plot /tmp/geo-plots
 """
@@ -114,16 +115,14 @@ def main() -> None:
 
 def val_operating_point(labelled: dict[str, tuple[list[str], list[str | None]]], plot: str | None) -> None:
     """``offline`` at the threshold with the best F1 on val, on every set; the hybrid's LLM share."""
-    from fairsets.geo.evaluate import evaluate, evaluate_predictions, operating_points, plot_pr, pr_curve
+    from fairsets.geo.evaluate import choose_threshold, evaluate, evaluate_predictions, plot_pr
     from fairsets.geo.methods import get_method
 
     method = get_method("offline")
     detailed = {s: (gold, method.predict_detailed(caps)) for s, (caps, gold) in labelled.items()}
     method.close()
     gold, preds = detailed["val"]
-    chosen = operating_points(pr_curve(gold, [p.candidate for p in preds], [p.score for p in preds]))[
-        "best_f1"
-    ]
+    chosen = choose_threshold(gold, preds, rule="best-f1")
     t = chosen["threshold"]
     print(
         f"\noffline at the operating point chosen on val (best F1 on val: threshold {t:.3f}; "

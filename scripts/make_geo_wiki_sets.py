@@ -44,6 +44,9 @@ from pathlib import Path
 import mwparserfromhell
 from mwparserfromhell.nodes import Comment, Heading, Tag, Template, Text, Wikilink
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dedupe_geo_train import _words  # a sibling script: the same equality everywhere
+
 MEMBER = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 SEED = 20261129
 SENTENCES = 400
@@ -180,8 +183,9 @@ def plain(wikitext: str) -> str:
 
 
 def key(text: str) -> str:
-    """Equality key: lower case, punctuation removed."""
-    return " ".join(re.sub(r"[^\w ]+", " ", text.lower()).split())
+    """Equality key: lower case, punctuation removed (the words the training sets are deduplicated
+    by, ``dedupe_geo_train.py``)."""
+    return " ".join(_words(text))
 
 
 def is_option(segment: str) -> bool:

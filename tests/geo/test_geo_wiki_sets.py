@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import csv
 import re
+import sys
 from pathlib import Path
 
 import pycountry
 import pytest
 
 from fairsets.geo.evaluate import load_labelled
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+try:
+    from dedupe_geo_train import _words  # the equality the data scripts use
+finally:
+    sys.path.pop(0)
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 EVALUATION = ("geo-wiki-captions.csv", "geo-wiki-sentences.csv")
@@ -26,7 +33,7 @@ def _rows(name: str) -> list[dict[str, str]]:
 
 
 def _key(text: str) -> str:
-    return " ".join(re.sub(r"[^\w ]+", " ", text.lower()).split())
+    return " ".join(_words(text))
 
 
 def _readme_row(name: str) -> tuple[int, float, int]:
