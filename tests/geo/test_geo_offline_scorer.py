@@ -141,6 +141,41 @@ def test_training_your_own_scorer_changes_what_is_a_place(tmp_path: Path) -> Non
     assert scorer_json(again) == scorer_json(scorer)
 
 
+def test_a_caption_naming_several_countries_does_not_teach_that_countries_are_no_places(
+    tmp_path: Path,
+) -> None:
+    """Labelled "no single country", a caption naming two countries says nothing about whether its
+    names are places: its mentions leave the mention model as it was; one country named outright in
+    a caption with no country (a product line) still teaches it."""
+    from fairsets.geo.methods.offline.training import collect, train_scorer
+
+    base = []
+    for i in range(30):
+        base.append((f"Holiday flat {i} in Sorrento with sea view", "ITA"))
+        base.append((f"Kitchen {i} with white cabinets", ""))
+        base.append((f"Sorrento sofa in grey fabric model {i}", ""))
+    several = [(f"Trade talks {i} between France and Germany", "") for i in range(25)]
+    one = [(f"France blue paint for a car, code {i}", "") for i in range(25)]
+    only_base = _write(tmp_path / "base.csv", base)
+    with_several = _write(tmp_path / "several.csv", base + several)
+    with_one = _write(tmp_path / "one.csv", base + one)
+
+    rows = collect(OfflineMethod.rules_only(), *zip(*[(c, g or None) for c, g in several + one], strict=True))
+    per_caption = {ci: rows.unknown[idx[0]] for ci, idx, *_ in rows.captions}
+    assert [per_caption[ci] for ci in range(50)] == [True] * 25 + [False] * 25
+
+    def mention_model(path: Path) -> dict:
+        scorer, report = train_scorer([path], l2=1.0)
+        return json.loads(scorer_json(scorer))["mention"], report
+
+    plain, _ = mention_model(only_base)
+    unchanged, report = mention_model(with_several)
+    assert report["mention_rows_unknown"] == 50  # 25 captions, France and Germany in each
+    assert unchanged == plain
+    taught, report = mention_model(with_one)
+    assert report["mention_rows_unknown"] == 0 and taught != plain
+
+
 def test_the_shipped_scorer_is_the_one_the_training_script_builds(tmp_path: Path) -> None:
     """The packaged model was trained on the files in benchmarks/data, and only on dev + train."""
     shipped = load_scorer()

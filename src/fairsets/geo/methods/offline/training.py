@@ -3,7 +3,11 @@
 :func:`train_scorer` runs the rules on labelled captions and fits both models:
 
 1. every candidate mention becomes a row of :data:`~.scorer.MENTION_FEATURES`, labelled 1 when the
-   caption's country is among the mention's candidate countries, else 0;
+   caption's country is among the mention's candidate countries, else 0. A caption labelled with no
+   country that names two or more countries outright (country names, codes, demonyms: "the border
+   between Peru and Bolivia") says no single country, not that its names are no places: its
+   mentions' labels are unknown, so they do not train the mention model (they still train the
+   caption model, which learns to abstain when the countries split);
 2. the mention model's probabilities for the caption-level model are *out of fold* (K folds by
    caption, each fold scored by a model fitted on the others), so the caption model learns how
    far to trust mention probabilities on captions the mention model has not seen;
@@ -36,7 +40,7 @@ from .scorer import (
     national_floor,
 )
 
-__all__ = ["CaptionRows", "collect", "train_scorer"]
+__all__ = ["OUTRIGHT", "CaptionRows", "collect", "named_outright", "train_scorer"]
 
 
 @dataclass
@@ -52,6 +56,8 @@ class CaptionRows:
     )
     no_mention: list[bool] = field(default_factory=list)  # gold is None, for captions without mentions
     gold: list[str | None] = field(default_factory=list)
+    #: per mention row: its label is unknown (see :func:`collect`), so the mention model skips it
+    unknown: list[bool] = field(default_factory=list)
 
 
 def collect(method: OfflineMethod, captions: Sequence[str], gold: Sequence[str | None]) -> CaptionRows:
@@ -65,13 +71,27 @@ def collect(method: OfflineMethod, captions: Sequence[str], gold: Sequence[str |
         scores, dists = method._distribute(mentions)
         commercial, feats = method._features(tokens, mode, mentions)
         idx = []
+        unknown = g is None and len(named_outright(mentions)) >= 2
         for m, x in zip(mentions, feats, strict=True):
+            rows.unknown.append(unknown)
             idx.append(len(rows.mention_x))
             rows.mention_x.append(x)
             rows.mention_y.append(int(g is not None and g in m.weights))
             rows.mention_caption.append(ci)
         rows.captions.append((ci, idx, mentions, dists, scores, commercial))
     return rows
+
+
+#: Kinds of mention that name a country outright.
+OUTRIGHT = frozenset({"country", "alias", "code", "demonym"})
+
+
+def named_outright(mentions: Sequence[Any]) -> set[str]:
+    """The countries a caption's mentions name outright: a country name, code or demonym whose
+    weight on that country is at least one half."""
+    return {
+        c for m in mentions if m.note.split(":", 1)[0] in OUTRIGHT for c, w in m.weights.items() if w >= 0.5
+    }
 
 
 def _caption_rows(
@@ -163,14 +183,17 @@ def train_scorer(
     n_mentions = len(rows.mention_x)
     oof = [0.0] * n_mentions
     for f in range(folds):
-        train = [i for i in range(n_mentions) if rows.mention_caption[i] % folds != f]
+        train = [i for i in range(n_mentions) if rows.mention_caption[i] % folds != f and not rows.unknown[i]]
         test = [i for i in range(n_mentions) if rows.mention_caption[i] % folds == f]
         model = fit_logistic(
             [rows.mention_x[i] for i in train], [rows.mention_y[i] for i in train], MENTION_FEATURES, l2=l2
         )
         for i in test:
             oof[i] = model.prob(rows.mention_x[i])
-    mention = fit_logistic(rows.mention_x, rows.mention_y, MENTION_FEATURES, l2=l2)
+    known = [i for i in range(n_mentions) if not rows.unknown[i]]
+    mention = fit_logistic(
+        [rows.mention_x[i] for i in known], [rows.mention_y[i] for i in known], MENTION_FEATURES, l2=l2
+    )
 
     # 2. caption model on out-of-fold features, and its own out-of-fold probabilities
     cx, cy, best_of, owners = _caption_rows(rows, oof)
@@ -206,6 +229,7 @@ def train_scorer(
         "captions": len(captions),
         "mention_rows": n_mentions,
         "mention_positive_share": round(sum(rows.mention_y) / n_mentions, 4),
+        "mention_rows_unknown": n_mentions - len(known),
         "captions_with_mentions": len(cx),
         "l2": l2,
         "folds": folds,
