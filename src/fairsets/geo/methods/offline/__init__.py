@@ -21,7 +21,9 @@ on one core, see ``docs/geo-offline.md``):
    ("Italian style", "Mexican recipe") are not places.
    Address evidence (:mod:`~fairsets.geo.methods.offline.evidence`): full Canadian and UK postal
    codes, a US ZIP or Australian postcode after a state code, abbreviations two countries share
-   ("Perth, WA" → AUS, "Seattle, WA" → USA), "Uk" standing apart, slugs read without case
+   ("Perth, WA" → AUS, "Seattle, WA" → USA), a postcode beside a town in the shape and on the side
+   its country writes it (:mod:`~fairsets.geo.methods.offline.postal`: "14001 Córdoba" → ESP,
+   "X5000 Córdoba" → ARG), "Uk" standing apart, slugs read without case
    ("IMG_paris_2019.jpg"), and US states / Canadian provinces named alone ("Nova Scotia
    lighthouse", "Georgia state flag").
 5. **Ambiguity policy.** Each mention spreads its strength over its candidate countries in

@@ -43,6 +43,7 @@ from .lexicon import (
 from .mentions import Mention, case_mode, is_word
 from .neighbours import real_places_first, same_division, settle_neighbours
 from .organisations import find_organisations
+from .postal import pair_postcodes
 from .scorer import COMMERCIAL
 from .wordsets import _english_words, _false_friends, _first_names, _given_names, _zipf
 
@@ -417,6 +418,9 @@ class MentionRules:
                     mentions.append(m)
         mentions = real_places_first(mentions)
         mentions.sort(key=lambda m: m.start)
+        paired = pair_postcodes(caption, tokens, mentions)  # "79102 Freiburg", "Hamilton 3204"
+        if paired:
+            mentions = sorted(mentions + paired, key=lambda m: m.start)
         settle_neighbours(caption, tokens, mentions)
         return mentions
 
