@@ -21,8 +21,9 @@ Training (``scripts/train_geo_scorer.py``, deterministic, a few seconds): the ru
 labelled captions; a mention is a positive example when the caption's country is among its
 candidate countries, a negative one otherwise (every mention in a caption that names no place is
 negative). Features are standardised and the weights fitted by Newton's method with an L2
-penalty; the file records the training sets' digests, so the shipped model can be rebuilt and
-checked byte for byte.
+penalty (the mention model with an offset per training file while fitting, see :mod:`.training`);
+the file records the training sets' digests, so the shipped model can be rebuilt and checked byte
+for byte.
 """
 
 from __future__ import annotations
@@ -212,19 +213,39 @@ class Logistic:
 
 
 def fit_logistic(
-    rows: Sequence[Sequence[float]], labels: Sequence[int], names: tuple[str, ...], *, l2: float = 1.0
+    rows: Sequence[Sequence[float]],
+    labels: Sequence[int],
+    names: tuple[str, ...],
+    *,
+    l2: float = 1.0,
+    groups: Sequence[int] | None = None,
 ) -> Logistic:
-    """L2-penalised logistic regression by Newton's method on standardised features (deterministic)."""
+    """L2-penalised logistic regression by Newton's method on standardised features (deterministic).
+
+    A NaN value is unknown for its row: it sits at the feature's mean, so the row says nothing
+    about that weight. ``groups`` (one id per row, e.g. the row's training file): each group gets
+    its own offset while fitting, dropped from the model returned (it predicts at the groups'
+    mean), so a difference in base rate between groups is not learned by the features that
+    happen to tell the groups apart.
+    """
     import numpy as np
 
     X = np.asarray(rows, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != len(names) or len(y) != len(X) or len(X) == 0:
         raise ValueError("fit_logistic: rows, labels and feature names do not line up")
-    mean = X.mean(axis=0)
-    scale = X.std(axis=0)
-    scale[scale < 1e-9] = 1.0
-    Z = np.hstack([np.ones((len(X), 1)), (X - mean) / scale])
+    mean = np.nanmean(X, axis=0)
+    scale = np.nanstd(X, axis=0)
+    scale[~(scale >= 1e-9)] = 1.0
+    mean[np.isnan(mean)] = 0.0
+    Z = np.hstack([np.ones((len(X), 1)), np.nan_to_num((X - mean) / scale, nan=0.0)])
+    k = Z.shape[1]
+    if groups is not None and len(set(groups)) > 1:
+        if len(groups) != len(X):
+            raise ValueError("fit_logistic: rows and groups do not line up")
+        g = np.asarray(groups)
+        G = np.stack([(g == v).astype(np.float64) for v in sorted(set(groups))], axis=1)
+        Z = np.hstack([Z, (G - G.mean(axis=0)) / G.std(axis=0)])
     w = np.zeros(Z.shape[1])
     penalty = np.full(Z.shape[1], l2)
     penalty[0] = 0.0  # the bias is not shrunk
@@ -238,7 +259,7 @@ def fit_logistic(
             break
     return Logistic(
         names,
-        tuple(float(v) for v in w[1:]),
+        tuple(float(v) for v in w[1:k]),
         float(w[0]),
         tuple(float(v) for v in mean),
         tuple(float(v) for v in scale),
