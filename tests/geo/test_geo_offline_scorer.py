@@ -116,6 +116,45 @@ def _write(path: Path, rows: list[tuple[str, str]]) -> Path:
     return path
 
 
+def test_a_file_offset_keeps_a_base_rate_out_of_the_feature_that_tells_the_files_apart() -> None:
+    """Two files with different shares of positives, told apart by one feature that says nothing
+    within either file: without offsets the feature learns the base rate, with them it does not,
+    and a feature that does carry the label within the files keeps its weight."""
+    import random
+
+    rng = random.Random(7)
+    rows, labels, groups = [], [], []
+    for file, rate in ((0, 0.2), (1, 0.8)):
+        for _ in range(400):
+            signal = rng.random()
+            y = int(rng.random() < rate * (0.5 + signal) / 1.0)
+            rows.append([float(file), signal])
+            labels.append(min(y, 1))
+            groups.append(file)
+    names = ("which_file", "signal")
+    plain = fit_logistic(rows, labels, names, l2=1.0)
+    offset = fit_logistic(rows, labels, names, l2=1.0, groups=groups)
+    assert plain.weights[0] > 1.0  # the base rate learned by the file's feature
+    assert abs(offset.weights[0]) < 0.1 * plain.weights[0]
+    assert offset.weights[1] > 0.3 and len(offset.weights) == 2  # the offsets are not kept
+    with pytest.raises(ValueError, match="groups"):
+        fit_logistic(rows, labels, names, groups=groups[:-1])
+
+
+def test_a_feature_a_file_was_selected_on_is_unknown_in_its_rows() -> None:
+    """NaN is "unknown": the row sits at the feature's mean and says nothing about its weight."""
+    rows = [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [0.0, 1.0]] * 20
+    labels = [1, 1, 0, 0] * 20
+    names = ("selected", "other")
+    learned = fit_logistic(rows, labels, names, l2=1.0)
+    masked = fit_logistic([[float("nan"), x[1]] for x in rows], labels, names, l2=1.0)
+    assert learned.weights[0] > 1.0 and masked.weights[0] == 0.0
+    # unknown in some rows only: those rows leave the weight to the rows that know the feature
+    half = [[float("nan"), x[1]] if i % 2 else x for i, x in enumerate(rows)]
+    assert fit_logistic(half, labels, names, l2=1.0).weights[0] > 1.0
+    assert all(v == v for v in masked.mean)  # no NaN reaches the shipped model
+
+
 def test_training_your_own_scorer_changes_what_is_a_place(tmp_path: Path) -> None:
     """A scorer trained where "Sorrento" is always a sofa line rejects it; the default does not."""
     from fairsets.geo.methods.offline.training import train_scorer

@@ -234,21 +234,28 @@ def fit_logistic(
     y = np.asarray(labels, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != len(names) or len(y) != len(X) or len(X) == 0:
         raise ValueError("fit_logistic: rows, labels and feature names do not line up")
-    mean = np.nanmean(X, axis=0)
-    scale = np.nanstd(X, axis=0)
-    scale[~(scale >= 1e-9)] = 1.0
-    mean[np.isnan(mean)] = 0.0
-    Z = np.hstack([np.ones((len(X), 1)), np.nan_to_num((X - mean) / scale, nan=0.0)])
+    known = ~np.isnan(X)
+    count = known.sum(axis=0)
+    filled = np.where(known, X, 0.0)
+    mean = np.divide(filled.sum(axis=0), count, out=np.zeros(X.shape[1]), where=count > 0)
+    dev = np.where(known, X - mean, 0.0)
+    var = np.divide((dev**2).sum(axis=0), count, out=np.zeros(X.shape[1]), where=count > 0)
+    scale = np.sqrt(var)
+    scale[scale < 1e-9] = 1.0
+    Z = np.hstack([np.ones((len(X), 1)), dev / scale])  # an unknown value sits at the mean
     k = Z.shape[1]
     if groups is not None and len(set(groups)) > 1:
         if len(groups) != len(X):
             raise ValueError("fit_logistic: rows and groups do not line up")
         g = np.asarray(groups)
-        G = np.stack([(g == v).astype(np.float64) for v in sorted(set(groups))], axis=1)
-        Z = np.hstack([Z, (G - G.mean(axis=0)) / G.std(axis=0)])
+        # one centred indicator per group but the first, not shrunk: the offsets take the whole
+        # difference in base rate, none of it left to a feature that tells the groups apart
+        G = np.stack([(g == v).astype(np.float64) for v in sorted(set(groups))[1:]], axis=1)
+        Z = np.hstack([Z, G - G.mean(axis=0)])
     w = np.zeros(Z.shape[1])
     penalty = np.full(Z.shape[1], l2)
     penalty[0] = 0.0  # the bias is not shrunk
+    penalty[k:] = 0.0  # nor the groups' offsets
     for _ in range(100):
         p = 1.0 / (1.0 + np.exp(-np.clip(Z @ w, -35, 35)))
         grad = Z.T @ (p - y) + penalty * w
