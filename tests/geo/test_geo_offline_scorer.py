@@ -233,6 +233,9 @@ def test_the_shipped_scorer_is_the_one_the_training_script_builds(tmp_path: Path
         assert hashlib.sha256(p.read_bytes()).hexdigest() == sources[p.name]["sha256"], (
             f"{p.name} changed since the scorer was trained: run scripts/train_geo_scorer.py"
         )
+    # geo-train-c.csv drew its places among rare non-words: those features say nothing in its rows
+    assert shipped.provenance["selected_on"] == {"geo-train-c.csv": ["dictionary_word", "zipf", "zipf_name"]}
+    assert shipped.provenance["source_offsets"] is True
     # the default threshold was chosen on val (never trained on), and val is unchanged since
     point = shipped.provenance["operating_point"]
     val = ROOT / "benchmarks" / "data" / "geo-val.csv"
