@@ -94,6 +94,34 @@ def _threshold_from(scorer: Any, report: dict[str, Any], path: Path) -> tuple[An
     return dataclasses.replace(scorer, min_confidence=t, provenance=report), report
 
 
+def _fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _selected_on(specs: list[str], sets: list[Path]) -> dict[str, tuple[str, ...]]:
+    """``--selected-on`` values (``FILE=FEATURE,FEATURE``) as ``train_scorer``'s ``selected_on``."""
+    from fairsets.geo.methods.offline.scorer import MENTION_FEATURES
+    from fairsets.geo.methods.offline.training import SELECTED_ON
+
+    names = {p.name for p in sets}
+    out: dict[str, tuple[str, ...]] = dict(SELECTED_ON)  # the shipped files' own stay
+    for spec in specs:
+        file, sep, features = spec.partition("=")
+        chosen = tuple(f.strip() for f in features.split(",") if f.strip())
+        if not sep or not chosen:
+            _fail(f"--selected-on {spec!r} is not FILE=FEATURE,FEATURE; e.g. mine.csv=zipf,zipf_name")
+        if file not in names:
+            _fail(
+                f"--selected-on names {file!r}, which is not a training file; use one of the file names given"
+            )
+        unknown = [f for f in chosen if f not in MENTION_FEATURES]
+        if unknown:
+            _fail(f"--selected-on: {unknown[0]!r} is no mention feature; see scorer.MENTION_FEATURES")
+        out[file] = chosen
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -110,6 +138,14 @@ def main() -> None:
         "the best F1 there (default for the shipped model: geo-val.csv; otherwise the lowest "
         "threshold whose out-of-fold precision reaches --target-precision)",
     )
+    ap.add_argument(
+        "--selected-on",
+        action="append",
+        default=[],
+        metavar="FILE=FEATURE,…",
+        help="features a training file's captions were sampled on, unknown in its rows (repeatable; "
+        "default for the shipped files: geo-train-c.csv=dictionary_word,zipf,zipf_name)",
+    )
     args = ap.parse_args()
 
     from fairsets.core.atomic import atomic_write_text
@@ -119,14 +155,15 @@ def main() -> None:
     sets = args.labelled or default_training_sets()
     forbidden = [p for p in sets if p.name in EVALUATION]
     if forbidden:
-        sys.exit(f"error: {forbidden[0].name} is an evaluation set; train on geo-dev.csv and geo-train-*.csv")
-    scorer, report = train_scorer(sets, l2=args.l2, target_precision=args.target_precision)
+        _fail(f"{forbidden[0].name} is an evaluation set; train on geo-dev.csv and geo-train-*.csv")
+    selected_on = _selected_on(args.selected_on, sets) if args.selected_on else None
+    scorer, report = train_scorer(
+        sets, l2=args.l2, target_precision=args.target_precision, selected_on=selected_on
+    )
     chooser = args.threshold_from or (None if args.labelled else DATA / "geo-val.csv")
     if chooser is not None:
         if any(chooser.resolve() == p.resolve() for p in sets):
-            sys.exit(
-                f"error: {chooser.name} is trained on; choose the threshold on captions never trained on"
-            )
+            _fail(f"{chooser.name} is trained on; choose the threshold on captions never trained on")
         scorer, report = _threshold_from(scorer, report, chooser)
     atomic_write_text(args.out, scorer_json(scorer))
     print(json.dumps(report, indent=1))

@@ -258,3 +258,35 @@ def test_the_shipped_threshold_is_the_best_f1_on_val() -> None:
 
     here = f1_at(m.min_confidence)
     assert all(f1_at(p.score) <= here + 1e-12 for p in preds if p.candidate is not None)
+
+
+def test_the_training_script_takes_the_features_a_file_was_selected_on(tmp_path: Path) -> None:
+    """``--selected-on FILE=FEATURE,…`` reaches the scorer's provenance; a wrong value is one line,
+    exit 2, before any training."""
+    import subprocess
+
+    rows = [(f"Holiday flat {i} in Sorrento with sea view", "ITA") for i in range(20)]
+    rows += [(f"Kitchen {i} with white cabinets and a Paris print", "") for i in range(20)]
+    mine = _write(tmp_path / "mine.csv", rows)
+    script = str(ROOT / "scripts" / "train_geo_scorer.py")
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, script, str(mine), "--out", str(tmp_path / "s.json"), *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    done = run("--selected-on", "mine.csv=zipf, zipf_name")
+    assert done.returncode == 0, done.stderr
+    provenance = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))["provenance"]
+    assert provenance["selected_on"] == {"mine.csv": ["zipf", "zipf_name"]}
+    for bad, says in (
+        ("mine.csv", "is not FILE=FEATURE"),
+        ("other.csv=zipf", "not a training file"),
+        ("mine.csv=zipff", "no mention feature"),
+    ):
+        failed = run("--selected-on", bad)
+        assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
+        assert says in failed.stderr and "Traceback" not in failed.stderr
