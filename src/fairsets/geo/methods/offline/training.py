@@ -10,10 +10,10 @@
    caption model, which learns to abstain when the countries split).
    Two things in how the training files were put together are kept out of the mention model:
    each file gets its own offset while the model is fitted (dropped afterwards), so a file's share
-   of no-place captions (78 % in ``geo-wiki-dev.csv``, the one set of long prose) is not learned
-   by whatever feature tells that file apart (caption length: prose named "Germany" was turned
-   down); and a feature a file's captions were selected on (:data:`SELECTED_ON`) is unknown in
-   that file's rows;
+   of no-place captions is not learned by whatever feature tells that file apart (trained on
+   ``geo-wiki-dev.csv``, 78 % of it no-place and the one file of long prose, the scorer learned
+   from caption length to turn down "Germany" named in prose); and a feature a file's captions
+   were selected on (:data:`SELECTED_ON`) is unknown in that file's rows;
 2. the mention model's probabilities for the caption-level model are *out of fold* (K folds by
    caption, each fold scored by a model fitted on the others), so the caption model learns how
    far to trust mention probabilities on captions the mention model has not seen;
