@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 try:
@@ -99,7 +99,7 @@ def _threshold_from(scorer: Any, report: dict[str, Any], path: Path) -> tuple[An
     return dataclasses.replace(scorer, min_confidence=t, provenance=report), report
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
 
@@ -107,10 +107,9 @@ def _fail(message: str) -> None:
 def _selected_on(specs: list[str], sets: list[Path]) -> dict[str, tuple[str, ...]]:
     """``--selected-on`` values (``FILE=FEATURE,FEATURE``) as ``train_scorer``'s ``selected_on``."""
     from fairsets.geo.methods.offline.scorer import MENTION_FEATURES
-    from fairsets.geo.methods.offline.training import SELECTED_ON
 
     names = {p.name for p in sets}
-    out: dict[str, tuple[str, ...]] = dict(SELECTED_ON)  # the shipped files' own stay
+    out: dict[str, tuple[str, ...]] = {}  # train_scorer keeps the shipped files' own
     for spec in specs:
         file, sep, features = spec.partition("=")
         chosen = tuple(f.strip() for f in features.split(",") if f.strip())
@@ -161,10 +160,16 @@ def main() -> None:
     forbidden = [p for p in sets if p.name in EVALUATION]
     if forbidden:
         _fail(f"{forbidden[0].name} is an evaluation set; train on geo-dev.csv and geo-train-*.csv")
+    missing = [p for p in sets if not p.is_file()]
+    if missing:
+        _fail(f"{missing[0]} is not a file; give labelled CSVs (caption,country)")
     selected_on = _selected_on(args.selected_on, sets) if args.selected_on else None
-    scorer, report = train_scorer(
-        sets, l2=args.l2, target_precision=args.target_precision, selected_on=selected_on
-    )
+    try:
+        scorer, report = train_scorer(
+            sets, l2=args.l2, target_precision=args.target_precision, selected_on=selected_on
+        )
+    except ValueError as e:  # unreadable labels, or no positive or no negative mentions
+        _fail(f"{e}; check the labelled files")
     chooser = args.threshold_from or (None if args.labelled else DATA / "geo-val.csv")
     if chooser is not None:
         if any(chooser.resolve() == p.resolve() for p in sets):

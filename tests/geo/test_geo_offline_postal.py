@@ -82,3 +82,42 @@ def test_layouts_come_from_the_address_data() -> None:
     assert che is not None and che[0].fullmatch("CH-8001")  # the layout's "CH-" prefix
     assert postal_format("JAM") is None  # Jamaica has no postcodes
     assert postal_format("XXX") is None
+
+
+@pytest.mark.parametrize(
+    ("caption", "paired"),
+    [
+        ("Apartment 06108 Halle", True),  # digits only, not set off, but opening with a zero
+        ("Dairy farm for sale, Hamilton 2019", False),  # set off, four digits, but a year
+        ("Dairy farm for sale, Hamilton 3210", True),  # the same, no year
+        ("Dairy farm for sale, Hamilton 321", False),  # too short
+        ("Flat, 46001\n Valencia", False),  # a line break is no space between code and town
+    ],
+)
+def test_each_guard_on_what_is_a_postcode(offline: OfflineMethod, caption: str, paired: bool) -> None:
+    _, _, mentions = offline._analyse(caption)
+    assert any(m.note == "postcode" for m in mentions) == paired
+
+
+def test_the_narrowed_town_keeps_only_the_readings_that_fit(offline: OfflineMethod) -> None:
+    _, _, mentions = offline._analyse("Terraced house, 12 Ridge Road, Richmond 7020")
+    town = next(m for m in mentions if m.key == "richmond")
+    assert {p.iso3 for p in town.places} == set(town.weights)  # no dropped namesake's population
+
+
+def test_a_long_caption_is_read_in_linear_time(offline: OfflineMethod) -> None:
+    """Only the few characters beside a town can be its postcode: a long caption is not searched
+    back to its start, nor a long word after the town to its end, for each town it names."""
+    import time
+
+    for caption in (
+        "x" * 50_000 + " Hamilton 3210",
+        "1" + "x" * 50_000 + "\t Hamilton",
+        " ".join(["Hamilton " + "y" * 3000] * 30),
+    ):
+        tokens, _, mentions = offline._analyse(caption[:200])  # warm
+        tokens, _, mentions = offline._analyse(caption)
+        towns = [m for m in mentions if m.note != "postcode"]
+        t = time.perf_counter()
+        pair_postcodes(caption, tokens, towns)
+        assert time.perf_counter() - t < 0.5, caption[:40]

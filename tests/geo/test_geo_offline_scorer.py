@@ -141,6 +141,37 @@ def test_a_file_offset_keeps_a_base_rate_out_of_the_feature_that_tells_the_files
         fit_logistic(rows, labels, names, groups=groups[:-1])
 
 
+def test_a_file_of_one_label_gets_no_offset_and_still_teaches() -> None:
+    """A file whose rows all share one label (a file of no-place captions) would be explained wholly
+    by an unshrunk offset of its own, dragging the bias returned to minus infinity; it shares the
+    base offset instead, so its rows teach the features as in a fit without offsets."""
+    import random
+
+    rng = random.Random(1)
+    rows, labels = [], []
+    for _ in range(400):
+        s = rng.random()
+        rows.append([s, rng.random()])
+        labels.append(int(rng.random() < s))
+    negatives = [[rng.random(), rng.random()] for _ in range(400)]
+    names = ("a", "b")
+    plain = fit_logistic(rows + negatives, labels + [0] * 400, names, l2=1.0)
+    grouped = fit_logistic(rows + negatives, labels + [0] * 400, names, l2=1.0, groups=[0] * 400 + [1] * 400)
+    assert grouped == plain
+    # beside two mixed files, a file of one label leaves the bias finite and near theirs
+    more = [[rng.random(), rng.random()] for _ in range(400)]
+    more_labels = [int(rng.random() < 0.5 * x[0]) for x in more]
+    two = fit_logistic(rows + more, labels + more_labels, names, l2=1.0, groups=[0] * 400 + [1] * 400)
+    three = fit_logistic(
+        rows + more + negatives,
+        labels + more_labels + [0] * 400,
+        names,
+        l2=1.0,
+        groups=[0] * 400 + [1] * 400 + [2] * 400,
+    )
+    assert abs(three.bias - two.bias) < 3.0 and three.weights[0] > 0.5
+
+
 def test_a_feature_a_file_was_selected_on_is_unknown_in_its_rows() -> None:
     """NaN is "unknown": the row sits at the feature's mean and says nothing about its weight."""
     rows = [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [0.0, 1.0]] * 20
@@ -235,7 +266,7 @@ def test_the_shipped_scorer_is_the_one_the_training_script_builds(tmp_path: Path
         )
     # geo-train-c.csv drew its places among rare non-words: those features say nothing in its rows
     assert shipped.provenance["selected_on"] == {"geo-train-c.csv": ["dictionary_word", "zipf", "zipf_name"]}
-    assert shipped.provenance["source_offsets"] is True
+    assert shipped.provenance["source_offsets"] == [p.name for p in files]  # each has both labels
     # the default threshold was chosen on val (never trained on), and val is unchanged since
     point = shipped.provenance["operating_point"]
     val = ROOT / "benchmarks" / "data" / "geo-val.csv"
@@ -280,8 +311,11 @@ def test_the_training_script_takes_the_features_a_file_was_selected_on(tmp_path:
 
     done = run("--selected-on", "mine.csv=zipf, zipf_name")
     assert done.returncode == 0, done.stderr
-    provenance = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))["provenance"]
-    assert provenance["selected_on"] == {"mine.csv": ["zipf", "zipf_name"]}
+    trained = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
+    assert trained["provenance"]["selected_on"] == {"mine.csv": ["zipf", "zipf_name"]}
+    # unknown in every row of the only file: the mention model learns nothing from them
+    weights = dict(zip(trained["mention"]["features"], trained["mention"]["weights"], strict=True))
+    assert weights["zipf"] == weights["zipf_name"] == 0.0
     for bad, says in (
         ("mine.csv", "is not FILE=FEATURE"),
         ("other.csv=zipf", "not a training file"),
@@ -290,3 +324,16 @@ def test_the_training_script_takes_the_features_a_file_was_selected_on(tmp_path:
         failed = run("--selected-on", bad)
         assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
         assert says in failed.stderr and "Traceback" not in failed.stderr
+    none = _write(
+        tmp_path / "none.csv", [(f"Kitchen {i} with white cabinets in Paris", "") for i in range(9)]
+    )
+    for files, says in (([str(tmp_path / "absent.csv")], "is not a file"), ([str(none)], "no positive")):
+        failed = subprocess.run(
+            [sys.executable, script, *files, "--out", str(tmp_path / "t.json")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
+        assert says in failed.stderr and "Traceback" not in failed.stderr
+        assert not (tmp_path / "t.json").exists()

@@ -41,6 +41,8 @@ LAYOUT_BEFORE = "before"  # "79102 Freiburg": %Z %C in the country's layout
 LAYOUT_AFTER = "after"  # "Hamilton 3204": %C %Z or %C, %Z
 _YEAR = re.compile(r"(?:18|19|20)\d\d")
 _ENDS = " ,;:|()/"
+#: No postcode is longer ("US-62701-1234"); what is, is never read as one.
+_LONGEST = 16
 
 
 @functools.cache
@@ -52,9 +54,10 @@ def _iso2() -> dict[str, str]:
 
 @functools.cache
 def postal_format(iso3: str) -> tuple[re.Pattern[str], str] | None:
-    """The country's postcode pattern (whole code, an optional ``CC-`` prefix allowed) and where its
-    layout writes the postcode beside the town (:data:`LAYOUT_BEFORE` or :data:`LAYOUT_AFTER`);
-    None where it has no postcode, or the layout puts something else between the two."""
+    """The country's postcode pattern (whole code, an optional ``CC-`` prefix allowed) and on which
+    side of the town its layout writes the postcode (:data:`LAYOUT_BEFORE` or :data:`LAYOUT_AFTER`),
+    by the order of ``%Z`` and ``%C`` whatever the layout puts between them ("%C, %S %Z" is after:
+    captions drop the state as often as not); None where it has no postcode or its layout no town."""
     iso2 = _iso2().get(iso3)
     if not iso2:
         return None
@@ -85,7 +88,12 @@ def _is_code(caption: str, start: int, end: int, order: str) -> bool:
     the caption or punctuation: "Flat, 79102 Freiburg", "Hamilton 3204, NZ") or opening with a zero,
     which counts and years do not ("Apartment 06108 Halle"), but not "Hamilton 1000 piece puzzle"."""
     text = caption[start:end]
-    if len(text) < 4 or not any(ch.isdigit() for ch in text) or text.upper() != text or _YEAR.fullmatch(text):
+    if (
+        not 4 <= len(text) <= _LONGEST
+        or not any(ch.isdigit() for ch in text)
+        or text.upper() != text
+        or _YEAR.fullmatch(text)
+    ):
         return False
     if not text.isdigit() or text.startswith("0"):
         return True
@@ -114,8 +122,11 @@ def _span(caption: str, tokens: list[Token], start: int, end: int) -> tuple[int,
     return inside[0], inside[-1] + 1
 
 
-_LAST = (re.compile(r"(\S+)$"), re.compile(r"(\S+ \S+)$"))  # "79102", "1012 AB"
-_NEXT = (re.compile(r"(,? )(\S+)"), re.compile(r"(,? )(\S+ \S+)"))
+_LAST = (re.compile(r"(\S+)\Z"), re.compile(r"(\S+ \S+)\Z"))  # "79102", "1012 AB"
+_NEXT = (  # bounded, so a long word after a town is not scanned to its end
+    re.compile(rf"(,? )(\S{{1,{_LONGEST + 1}}})(?!\S)"),
+    re.compile(rf"(,? )(\S{{1,{_LONGEST}}} \S{{1,{_LONGEST}}})(?!\S)"),
+)
 
 
 def _before(caption: str, tokens: list[Token], m: Mention) -> list[tuple[int, int]]:
@@ -124,12 +135,15 @@ def _before(caption: str, tokens: list[Token], m: Mention) -> list[tuple[int, in
     prefix = caption[: tokens[m.start].start]
     if not prefix.endswith(" ") or prefix.endswith("  "):
         return []
+    # only the last characters can hold a code: a long caption is not searched back to its start
+    lo = max(0, len(prefix) - 2 - 2 * _LONGEST)
+    tail = prefix[lo:-1]
     spans = []
     for pattern in _LAST:
-        hit = pattern.search(prefix[:-1])
-        if hit is not None:
+        hit = pattern.search(tail)
+        if hit is not None and (hit.start(1) > 0 or lo == 0):
             code = hit.group(1).lstrip(_ENDS)
-            spans.append((hit.end(1) - len(code), hit.end(1)))
+            spans.append((lo + hit.end(1) - len(code), lo + hit.end(1)))
     return spans
 
 
@@ -175,6 +189,7 @@ def pair_postcodes(caption: str, tokens: list[Token], mentions: list[Mention]) -
             (i, j), fits, code = best
             total = sum(m.weights[c] for c in fits)
             m.weights = {c: m.weights[c] / total for c in fits}
+            m.places = tuple(p for p in m.places if p.iso3 in fits)  # no dropped namesake's population
             places = tuple(Place(c, "postcode", 0, code) for c in fits)
             # among the countries that fit, the town's own readings decide ("Wellington 6011")
             found.append(

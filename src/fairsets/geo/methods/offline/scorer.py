@@ -223,10 +223,10 @@ def fit_logistic(
     """L2-penalised logistic regression by Newton's method on standardised features (deterministic).
 
     A NaN value is unknown for its row: it sits at the feature's mean, so the row says nothing
-    about that weight. ``groups`` (one id per row, e.g. the row's training file): each group gets
-    its own offset while fitting, dropped from the model returned (it predicts at the groups'
-    mean), so a difference in base rate between groups is not learned by the features that
-    happen to tell the groups apart.
+    about that weight. ``groups`` (one id per row, e.g. the row's training file): each group with
+    both labels gets its own offset while fitting, dropped from the model returned (it predicts at
+    the groups' mean), so a difference in base rate between groups is not learned by the features
+    that happen to tell the groups apart; a group of one label shares the first such group's.
     """
     import numpy as np
 
@@ -244,14 +244,19 @@ def fit_logistic(
     scale[scale < 1e-9] = 1.0
     Z = np.hstack([np.ones((len(X), 1)), dev / scale])  # an unknown value sits at the mean
     k = Z.shape[1]
-    if groups is not None and len(set(groups)) > 1:
-        if len(groups) != len(X):
-            raise ValueError("fit_logistic: rows and groups do not line up")
+    if groups is not None and len(groups) != len(X):
+        raise ValueError("fit_logistic: rows and groups do not line up")
+    if groups is not None:
         g = np.asarray(groups)
-        # one centred indicator per group but the first, not shrunk: the offsets take the whole
-        # difference in base rate, none of it left to a feature that tells the groups apart
-        G = np.stack([(g == v).astype(np.float64) for v in sorted(set(groups))[1:]], axis=1)
-        Z = np.hstack([Z, G - G.mean(axis=0)])
+        # A group whose rows all share one label gets no offset of its own: unshrunk, it would run
+        # off to infinity and, centred, drag the bias returned with it. It shares the first mixed
+        # group's, so its rows still teach the features.
+        mixed = [v for v in sorted(set(groups)) if 0.0 < float(y[g == v].mean()) < 1.0]
+        if len(mixed) > 1:
+            # one centred indicator per mixed group but the first, not shrunk: the offsets take the
+            # whole difference in base rate, none of it left to a feature telling the groups apart
+            G = np.stack([(g == v).astype(np.float64) for v in mixed[1:]], axis=1)
+            Z = np.hstack([Z, G - G.mean(axis=0)])
     w = np.zeros(Z.shape[1])
     penalty = np.full(Z.shape[1], l2)
     penalty[0] = 0.0  # the bias is not shrunk

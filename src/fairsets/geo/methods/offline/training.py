@@ -183,6 +183,14 @@ def _mask_selected(
     return out
 
 
+def _mixed(rows: CaptionRows, source: Sequence[int], known: Sequence[int]) -> set[int]:
+    """The files whose known mention rows hold both labels (those get an offset while fitting)."""
+    labels: dict[int, set[int]] = {}
+    for i in known:
+        labels.setdefault(source[i], set()).add(rows.mention_y[i])
+    return {k for k, v in labels.items() if len(v) == 2}
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -215,7 +223,8 @@ def train_scorer(
         sources.append({"file": path.name, "rows": len(caps), "sha256": _sha256(path)})
     method.prominence, which_country = _fit_prominence(method, captions, gold)
     rows = collect(method, captions, gold)
-    selected_on = SELECTED_ON if selected_on is None else selected_on
+    # the shipped files' own, then the caller's (an empty tuple for a file switches its masking off)
+    selected_on = {**SELECTED_ON, **(selected_on or {})}
     fit_x = _mask_selected(rows, captions_file, selected_on)
     source = [file_index[ci] for ci in rows.mention_caption]  # the mention model's offsets
     if not rows.mention_x or len(set(rows.mention_y)) < 2:
@@ -280,8 +289,9 @@ def train_scorer(
         "mention_rows": n_mentions,
         "mention_positive_share": round(sum(rows.mention_y) / n_mentions, 4),
         "mention_rows_unknown": n_mentions - len(known),
-        "selected_on": {f: list(v) for f, v in selected_on.items() if f in captions_file},
-        "source_offsets": len(sources) > 1,
+        "selected_on": {f: list(v) for f, v in selected_on.items() if v and f in captions_file},
+        # the files fitted with offsets (both labels among their mention rows; the first is the base)
+        "source_offsets": [s["file"] for k, s in enumerate(sources) if k in _mixed(rows, source, known)],
         "captions_with_mentions": len(cx),
         "l2": l2,
         "folds": folds,
