@@ -434,3 +434,34 @@ def test_class2_the_real_cue_is_read_instead_of_a_word_inside_it(
     p = offline.decide(caption)
     assert p.country == country, p.evidence
     assert not p.evidence.startswith(f"{before} ("), p.evidence  # the word alone is no mention
+
+
+@pytest.mark.parametrize(
+    "caption",
+    [
+        "An essay on the poet Victor Hugo and his exile",  # was USA (Hugo, Victor: towns)
+        "The drummer Jack Kendal joined the band in 2004",  # was GBR
+        "The actor Bill Denton arrives at the premiere",  # was USA
+    ],
+)
+def test_class6_a_capitalised_first_name_inside_a_sentence_is_a_name_even_if_a_word(
+    offline: OfflineMethod, caption: str
+) -> None:
+    """failed before: "victor", "jack", "bill" are dictionary words, so they were not read as first
+    names; capitalised inside a sentence-case caption they are the names."""
+    assert offline.predict_one(caption) is None
+
+
+@pytest.mark.parametrize(
+    ("caption", "country"),
+    [
+        ("We walked from Rose Bay to Watsons Bay", "AUS"),  # a place noun after the name
+        ("Holiday cottage near Victor Harbor", "AUS"),
+        ("Sunset over Grace Bay beach", "TCA"),
+        ("The novelist Henry Lawson grew up in Grenfell", "AUS"),
+    ],
+)
+def test_class6_near_misses_first_names_inside_place_names(
+    offline: OfflineMethod, caption: str, country: str
+) -> None:
+    assert offline.predict_one(caption) == country

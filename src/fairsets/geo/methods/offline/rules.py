@@ -71,12 +71,16 @@ class MentionRules:
         self._common_cache: dict[str, bool] = {}
         self.admin_shared = {k: v for k, v in admin_code_countries().items() if len(v) > 1}
 
-    def _person_first_name(self, key: str, text: str) -> bool:
+    def _person_first_name(self, key: str, text: str, prose: bool = False) -> bool:
         """Is this word a first name before a surname rather than a place: a census first name,
         written "Frederic" (not FREDERIC), that is no dictionary word and names no country, state,
         province or county ("Florida Miami", "Devon Exeter") and no city of 100,000 ("Florence
-        Nightingale" is not read as a person's name: Florence is a city)?"""
-        if key not in self.first_names or text.isupper() or is_word(self.words, key):
+        Nightingale" is not read as a person's name: Florence is a city)?
+
+        ``prose``: the word stands capitalised inside a sentence-case caption, where a dictionary
+        word would be written in lower case ("a tribute to Victor Hugo", "Thomas Henry Huxley"):
+        there a first name that is also a word ("victor", "henry") is the name."""
+        if key not in self.first_names or text.isupper() or (is_word(self.words, key) and not prose):
             return False
         return not self._contains(key) and all(p.population < 100_000 for p in self.gaz.lookup(key))
 
@@ -231,9 +235,12 @@ class MentionRules:
         if key in BRANDS and prev not in PREPOSITIONS and not (nxt is not None and self._contains(nxt_key)):
             return None
         sep_after = caption[tokens[j - 1].end : nxt.start] if nxt else ""
+        # capitalised inside a sentence-case caption, not at its start: a name, not a word
+        prose = mode == "normal" and i > 0
+        prose_prev = mode == "normal" and i > 1 and prev in self.first_names
         if (
             j - i == 1
-            and (key in self.given or (capital and self._person_first_name(key, first.text)))
+            and (key in self.given or (capital and self._person_first_name(key, first.text, prose)))
             and nxt is not None
             and not self._contains(nxt_key)
             and sep_after == " "
@@ -256,13 +263,13 @@ class MentionRules:
             and mode != "upper"
             and sep_before == " "
             and tokens[i - 1].text[:1].isupper()
-            and not is_word(self.words, prev)
+            and (not is_word(self.words, prev) or prose_prev)
             and (
                 prev not in self.gaz.first_tokens
                 or (
                     (
                         (prev in self.given and not self._contains(prev))  # not "Devon Torquay"
-                        or self._person_first_name(prev, tokens[i - 1].text)
+                        or self._person_first_name(prev, tokens[i - 1].text, prose_prev)
                     )
                     and max(p.population for p in places if p.kind == "city") < 100_000
                 )
