@@ -465,3 +465,32 @@ def test_class6_near_misses_first_names_inside_place_names(
     offline: OfflineMethod, caption: str, country: str
 ) -> None:
     assert offline.predict_one(caption) == country
+
+
+@pytest.mark.parametrize(
+    "caption",
+    [
+        "Setting up the GOTO mount before sunset",  # was JPN (Goto, a town)
+        "The telescope uses a GOTO system that finds faint galaxies without any star hopping.",  # JPN
+        "Back then the IANA kept the list of port numbers and time zones for every network.",  # ROU
+    ],
+)
+def test_class6_a_small_towns_name_in_capitals_inside_a_sentence_is_an_acronym(
+    offline: OfflineMethod, caption: str
+) -> None:
+    assert offline.predict_one(caption) is None
+
+
+@pytest.mark.parametrize(
+    ("caption", "country"),
+    [
+        ("Fishing trip to BRAY harbour", "IRL"),  # after a preposition, before a place noun
+        ("Week in ROME with friends", "ITA"),  # a big city
+        ("Apartment in Roma Norte, CDMX", "MEX"),  # not the city's own name
+        ("NOORDWIJK BEACH HOUSE FOR RENT", "NLD"),  # a shouted caption
+    ],
+)
+def test_class6_near_misses_place_names_in_capitals(
+    offline: OfflineMethod, caption: str, country: str
+) -> None:
+    assert offline.predict_one(caption) == country

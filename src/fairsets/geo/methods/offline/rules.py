@@ -216,6 +216,28 @@ class MentionRules:
             return None
         if demonym and nxt_key in PEOPLE_NOUNS:
             strength *= 0.5  # "German tourists in Mallorca": where they are beats who they are
+        # An acronym: a small town's own name written in capitals inside a caption that is not
+        # shouting, between words that are not in capitals ("TAI, from the French name", "a loose
+        # ABA format", "GOTO telescopes"): "CDMX" stays (not the city's own name), and so do
+        # "HOLIDAY COTTAGE" (shouted words), big cities ("a week in ROME") and a town after a
+        # preposition or before a place noun.
+        if (
+            mode in ("normal", "title")
+            and j - i == 1
+            and first.text.isupper()
+            and first.text.isalpha()
+            and 2 <= len(first.text) <= 5
+            and top_kind == "city"
+            and not any(
+                t.text.isupper() and t.text.isalpha() and len(t.text) > 1
+                for t in tokens[max(0, i - 1) : i] + tokens[j : j + 1]
+            )
+            and any(p.kind == "city" and name_key(p.name) == key for p in places)
+            and all(p.population < 100_000 for p in places if p.kind == "city")
+            and prev not in PREPOSITIONS  # "a trip to BRAY", "BRAY harbour": a town after all
+            and nxt_key not in PLACE_NOUNS
+        ):
+            return None
         # People: "Queen Victoria", "Sydney Sweeney", "Jordan Peterson"; car models: "Hyundai Tucson".
         words = key.split(" ", 2)
         # ... but "Queen Street, Auckland", "King Street" are streets: a place noun after the title.
