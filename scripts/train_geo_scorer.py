@@ -16,6 +16,7 @@ Deterministic: the same files give the same JSON.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -84,8 +85,6 @@ def _threshold_from(scorer: Any, report: dict[str, Any], path: Path) -> tuple[An
         trial.write_text(scorer_json(scorer), encoding="utf-8")
         method = get_method("offline", scorer=str(trial))
         chosen = choose_threshold(gold, method.predict_detailed(captions), rule="best-f1")
-    import hashlib
-
     point = {
         "file": path.name,
         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),

@@ -414,6 +414,8 @@ KIND_STRENGTH = {
 COUNTRY_PRIOR = {"USA": 1.6, "GBR": 1.5, "CAN": 1.25, "AUS": 1.25, "IND": 1.15, "IRL": 1.1, "NZL": 1.1}
 WEAK = 0.3  # factor for a mention that lacks the evidence it needs
 REGION_POPULATION = 1_000_000  # subdivisions and named places have no population: assume a big one
+#: A city this big is known as a city: never read as a surname, a first name or an acronym.
+KNOWN_CITY = 100_000
 
 _GLUE = frozenset({"the", "of", "de", "la", "le", "and", "on", "upon", "in"})
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from ...gazetteer import Place, Token
 
-__all__ = ["Mention", "case_mode", "is_word", "mention_text"]
+__all__ = ["Mention", "case_mode", "is_word", "mention_text", "token_span"]
 
 
 def case_mode(tokens: list[Token]) -> str:
@@ -48,6 +48,15 @@ class Mention:
     listed: bool = False  # separated from another mention by a comma only
     #: What the rules saw (common word, capital, evidence, …): the learned scorer's raw context.
     ctx: dict[str, float] = field(default_factory=dict)
+
+
+def token_span(tokens: list[Token], start: int, end: int, *, exact: bool = False) -> tuple[int, int] | None:
+    """The token indices ``(first, past_last)`` of the words inside characters ``start:end`` of the
+    caption; None when there are none, or (``exact``) when the words do not begin and end there."""
+    inside = [k for k, t in enumerate(tokens) if t.start >= start and t.end <= end]
+    if not inside or (exact and (tokens[inside[0]].start != start or tokens[inside[-1]].end != end)):
+        return None
+    return inside[0], inside[-1] + 1
 
 
 def mention_text(caption: str, tokens: list[Token], m: Mention) -> str:

@@ -29,9 +29,10 @@ import functools
 import re
 from collections.abc import Iterable
 
+from ...countries import countries
 from ...gazetteer import Place, Token
 from .lexicon import KIND_STRENGTH
-from .mentions import Mention
+from .mentions import Mention, token_span
 
 __all__ = ["LAYOUT_AFTER", "LAYOUT_BEFORE", "pair_postcodes", "postal_format"]
 
@@ -46,19 +47,13 @@ _LONGEST = 16
 
 
 @functools.cache
-def _iso2() -> dict[str, str]:
-    from ...countries import countries
-
-    return {c.iso3: c.iso2 for c in countries().values() if c.iso2}
-
-
-@functools.cache
 def postal_format(iso3: str) -> tuple[re.Pattern[str], str] | None:
     """The country's postcode pattern (whole code, an optional ``CC-`` prefix allowed) and on which
     side of the town its layout writes the postcode (:data:`LAYOUT_BEFORE` or :data:`LAYOUT_AFTER`),
     by the order of ``%Z`` and ``%C`` whatever the layout puts between them ("%C, %S %Z" is after:
     captions drop the state as often as not); None where it has no postcode or its layout no town."""
-    iso2 = _iso2().get(iso3)
+    known = countries().get(iso3)
+    iso2 = known.iso2 if known is not None else ""
     if not iso2:
         return None
     try:
@@ -112,14 +107,6 @@ def _countries(code: str, candidates: Iterable[str], order: str) -> list[str]:
         if fmt is not None and fmt[1] == order and fmt[0].fullmatch(code):
             out.append(iso3)
     return sorted(out)
-
-
-def _span(caption: str, tokens: list[Token], start: int, end: int) -> tuple[int, int] | None:
-    """Token indices exactly covering ``caption[start:end]``."""
-    inside = [k for k, t in enumerate(tokens) if t.start >= start and t.end <= end]
-    if not inside or tokens[inside[0]].start != start or tokens[inside[-1]].end != end:
-        return None
-    return inside[0], inside[-1] + 1
 
 
 _LAST = (re.compile(r"(\S+)\Z"), re.compile(r"(\S+ \S+)\Z"))  # "79102", "1012 AB"
@@ -178,7 +165,7 @@ def pair_postcodes(caption: str, tokens: list[Token], mentions: list[Mention]) -
             best: tuple[tuple[int, int], list[str], str] | None = None
             for s, e in spans:
                 code = caption[s:e]
-                span = _span(caption, tokens, s, e) if _is_code(caption, s, e, order) else None
+                span = token_span(tokens, s, e, exact=True) if _is_code(caption, s, e, order) else None
                 if span is None or not taken.isdisjoint(range(*span)):
                     continue
                 fits = _countries(code, m.weights, order)

@@ -26,6 +26,7 @@ from .lexicon import (
     DEMONYM_BLOCKERS,
     FLAG_WORDS,
     KIND_STRENGTH,
+    KNOWN_CITY,
     LANGUAGE_WORDS,
     MONTHS,
     NATIONAL_KINDS,
@@ -40,7 +41,7 @@ from .lexicon import (
     TITLES,
     WEAK,
 )
-from .mentions import Mention, case_mode, is_word
+from .mentions import Mention, case_mode, is_word, token_span
 from .neighbours import real_places_first, same_division, settle_neighbours
 from .organisations import find_organisations
 from .postal import pair_postcodes
@@ -82,7 +83,7 @@ class MentionRules:
         there a first name that is also a word ("victor", "henry") is the name."""
         if key not in self.first_names or text.isupper() or (is_word(self.words, key) and not prose):
             return False
-        return not self._contains(key) and all(p.population < 100_000 for p in self.gaz.lookup(key))
+        return not self._contains(key) and all(p.population < KNOWN_CITY for p in self.gaz.lookup(key))
 
     def _contains(self, key: str) -> bool:
         """Does the single word ``key`` name a country, a state or a nationality ("Florence Italy",
@@ -233,7 +234,7 @@ class MentionRules:
                 for t in tokens[max(0, i - 1) : i] + tokens[j : j + 1]
             )
             and any(p.kind == "city" and name_key(p.name) == key for p in places)
-            and all(p.population < 100_000 for p in places if p.kind == "city")
+            and all(p.population < KNOWN_CITY for p in places if p.kind == "city")
             and prev not in PREPOSITIONS  # "a trip to BRAY", "BRAY harbour": a town after all
             and nxt_key not in PLACE_NOUNS
         ):
@@ -293,7 +294,7 @@ class MentionRules:
                         (prev in self.given and not self._contains(prev))  # not "Devon Torquay"
                         or self._person_first_name(prev, tokens[i - 1].text, prose_prev)
                     )
-                    and max(p.population for p in places if p.kind == "city") < 100_000
+                    and max(p.population for p in places if p.kind == "city") < KNOWN_CITY
                 )
             )
         ):
@@ -413,13 +414,13 @@ class MentionRules:
         keys = {t.key for t in tokens}
         cues = (not keys.isdisjoint(FLAG_WORDS), not keys.isdisjoint(COMMERCIAL))
         for s, e, iso3 in postcodes(caption):
-            span = [k for k, t in enumerate(tokens) if t.start >= s and t.end <= e]
+            span = token_span(tokens, s, e)
             if span:
                 place = Place(iso3, "postcode", 0, caption[s:e])
                 strength = KIND_STRENGTH["postcode"]
                 key = name_key(caption[s:e])
-                posts.append(Mention(span[0], span[-1] + 1, key, (place,), strength, {iso3: 1.0}, "postcode"))
-                taken.update(span)
+                posts.append(Mention(*span, key, (place,), strength, {iso3: 1.0}, "postcode"))
+                taken.update(range(*span))
         for i, j, key in self.gaz.matches(tokens, blocked):
             if taken and not taken.isdisjoint(range(i, j)):
                 continue

@@ -52,6 +52,7 @@ __all__ = [
     "fit_logistic",
     "load_scorer",
     "mention_features",
+    "mixed_groups",
     "national_floor",
     "place_probs",
     "scorer_from_file",
@@ -212,6 +213,19 @@ class Logistic:
         )
 
 
+def mixed_groups(groups: Sequence[int], labels: Sequence[int]) -> list[int]:
+    """The groups (sorted) whose rows hold both labels: those :func:`fit_logistic` gives an offset.
+
+    A group whose rows all share one label gets no offset of its own: unshrunk, it would run off to
+    infinity and, centred, drag the bias returned with it. It shares the first mixed group's, so
+    its rows still teach the features.
+    """
+    seen: dict[int, set[int]] = {}
+    for v, y in zip(groups, labels, strict=True):
+        seen.setdefault(v, set()).add(int(y))
+    return sorted(v for v, ys in seen.items() if len(ys) == 2)
+
+
 def fit_logistic(
     rows: Sequence[Sequence[float]],
     labels: Sequence[int],
@@ -248,10 +262,7 @@ def fit_logistic(
         raise ValueError("fit_logistic: rows and groups do not line up")
     if groups is not None:
         g = np.asarray(groups)
-        # A group whose rows all share one label gets no offset of its own: unshrunk, it would run
-        # off to infinity and, centred, drag the bias returned with it. It shares the first mixed
-        # group's, so its rows still teach the features.
-        mixed = [v for v in sorted(set(groups)) if 0.0 < float(y[g == v].mean()) < 1.0]
+        mixed = mixed_groups(groups, labels)
         if len(mixed) > 1:
             # one centred indicator per mixed group but the first, not shrunk: the offsets take the
             # whole difference in base rate, none of it left to a feature telling the groups apart

@@ -43,6 +43,7 @@ from .scorer import (
     Logistic,
     Scorer,
     fit_logistic,
+    mixed_groups,
     national_floor,
 )
 
@@ -167,28 +168,20 @@ SELECTED_ON: dict[str, tuple[str, ...]] = {
 
 
 def _mask_selected(
-    rows: CaptionRows, captions_file: Sequence[str], selected_on: Mapping[str, Sequence[str]]
+    rows: CaptionRows, row_files: Sequence[str], selected_on: Mapping[str, Sequence[str]]
 ) -> list[list[float]]:
     """The mention rows the mention model is fitted on: a feature a file's captions were selected
-    on is unknown (NaN) in that file's rows."""
+    on is unknown (NaN) in that file's rows (``row_files``: each mention row's file name)."""
     cols = {f: [MENTION_FEATURES.index(n) for n in names] for f, names in selected_on.items()}
     out = []
-    for x, ci in zip(rows.mention_x, rows.mention_caption, strict=True):
-        js = cols.get(captions_file[ci])
+    for x, file in zip(rows.mention_x, row_files, strict=True):
+        js = cols.get(file)
         if js:
             x = list(x)
             for j in js:
                 x[j] = float("nan")
         out.append(x)
     return out
-
-
-def _mixed(rows: CaptionRows, source: Sequence[int], known: Sequence[int]) -> set[int]:
-    """The files whose known mention rows hold both labels (those get an offset while fitting)."""
-    labels: dict[int, set[int]] = {}
-    for i in known:
-        labels.setdefault(source[i], set()).add(rows.mention_y[i])
-    return {k for k, v in labels.items() if len(v) == 2}
 
 
 def _sha256(path: Path) -> str:
@@ -210,25 +203,33 @@ def train_scorer(
     method = method or OfflineMethod.rules_only()
     captions: list[str] = []
     gold: list[str | None] = []
-    captions_file: list[str] = []
-    file_index: list[int] = []
+    file_index: list[int] = []  # each caption's file, as an index into sources
     sources = []
     for path in labelled:
         path = Path(path)
         caps, labs = load_labelled(path)
         captions.extend(caps)
         gold.extend(labs)
-        captions_file.extend([path.name] * len(caps))
         file_index.extend([len(sources)] * len(caps))
         sources.append({"file": path.name, "rows": len(caps), "sha256": _sha256(path)})
     method.prominence, which_country = _fit_prominence(method, captions, gold)
     rows = collect(method, captions, gold)
     # the shipped files' own, then the caller's (an empty tuple for a file switches its masking off)
     selected_on = {**SELECTED_ON, **(selected_on or {})}
-    fit_x = _mask_selected(rows, captions_file, selected_on)
     source = [file_index[ci] for ci in rows.mention_caption]  # the mention model's offsets
+    fit_x = _mask_selected(rows, [sources[k]["file"] for k in source], selected_on)
     if not rows.mention_x or len(set(rows.mention_y)) < 2:
         raise ValueError("train_scorer: the labelled captions give no positive or no negative mentions")
+
+    def fit_mentions(idx: list[int]) -> Logistic:
+        """The mention model on these rows, an offset per training file."""
+        return fit_logistic(
+            [fit_x[i] for i in idx],
+            [rows.mention_y[i] for i in idx],
+            MENTION_FEATURES,
+            l2=l2,
+            groups=[source[i] for i in idx],
+        )
 
     # 1. out-of-fold mention probabilities
     n_mentions = len(rows.mention_x)
@@ -236,23 +237,11 @@ def train_scorer(
     for f in range(folds):
         train = [i for i in range(n_mentions) if rows.mention_caption[i] % folds != f and not rows.unknown[i]]
         test = [i for i in range(n_mentions) if rows.mention_caption[i] % folds == f]
-        model = fit_logistic(
-            [fit_x[i] for i in train],
-            [rows.mention_y[i] for i in train],
-            MENTION_FEATURES,
-            l2=l2,
-            groups=[source[i] for i in train],
-        )
+        model = fit_mentions(train)
         for i in test:
             oof[i] = model.prob(rows.mention_x[i])
     known = [i for i in range(n_mentions) if not rows.unknown[i]]
-    mention = fit_logistic(
-        [fit_x[i] for i in known],
-        [rows.mention_y[i] for i in known],
-        MENTION_FEATURES,
-        l2=l2,
-        groups=[source[i] for i in known],
-    )
+    mention = fit_mentions(known)
 
     # 2. caption model on out-of-fold features, and its own out-of-fold probabilities
     cx, cy, best_of, owners = _caption_rows(rows, oof)
@@ -283,15 +272,17 @@ def train_scorer(
     best_f1 = max(curve, key=lambda x: 2 * x[1] * x[2] / (x[1] + x[2]) if x[1] + x[2] else 0.0)
 
     no_mention_conf = sum(rows.no_mention) / len(rows.no_mention) if rows.no_mention else 0.5
+    trained_files = {s["file"] for s in sources}
+    offsets = mixed_groups([source[i] for i in known], [rows.mention_y[i] for i in known])
     report = {
         "sources": sources,
         "captions": len(captions),
         "mention_rows": n_mentions,
         "mention_positive_share": round(sum(rows.mention_y) / n_mentions, 4),
         "mention_rows_unknown": n_mentions - len(known),
-        "selected_on": {f: list(v) for f, v in selected_on.items() if v and f in captions_file},
+        "selected_on": {f: list(v) for f, v in selected_on.items() if v and f in trained_files},
         # the files fitted with offsets (both labels among their mention rows; the first is the base)
-        "source_offsets": [s["file"] for k, s in enumerate(sources) if k in _mixed(rows, source, known)],
+        "source_offsets": [sources[k]["file"] for k in offsets],
         "captions_with_mentions": len(cx),
         "l2": l2,
         "folds": folds,
