@@ -8,6 +8,8 @@ Below :mod:`~fairsets.geo.methods.offline.rules` (the rules), :mod:`~fairsets.ge
 
 from __future__ import annotations
 
+import bisect
+import operator
 from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -50,13 +52,20 @@ class Mention:
     ctx: dict[str, float] = field(default_factory=dict)
 
 
+_start = operator.attrgetter("start")
+_end = operator.attrgetter("end")
+
+
 def token_span(tokens: list[Token], start: int, end: int, *, exact: bool = False) -> tuple[int, int] | None:
     """The token indices ``(first, past_last)`` of the words inside characters ``start:end`` of the
     caption; None when there are none, or (``exact``) when the words do not begin and end there."""
-    inside = [k for k, t in enumerate(tokens) if t.start >= start and t.end <= end]
-    if not inside or (exact and (tokens[inside[0]].start != start or tokens[inside[-1]].end != end)):
+    # tokens come from one left-to-right scan: starts and ends both rise, so the words inside are
+    # one run, found by bisection (a caption of many towns and postcodes is not scanned per code)
+    first = bisect.bisect_left(tokens, start, key=_start)
+    past = bisect.bisect_right(tokens, end, lo=first, key=_end)
+    if first == past or (exact and (tokens[first].start != start or tokens[past - 1].end != end)):
         return None
-    return inside[0], inside[-1] + 1
+    return first, past
 
 
 def mention_text(caption: str, tokens: list[Token], m: Mention) -> str:
